@@ -1,0 +1,165 @@
+"""The ``sift`` command: ``serve``, ``keys add``, ``stats`` (more as features land).
+
+Every command loads settings the same way (``--config``, ``SIFT_*``, ``--set KEY=VALUE``);
+a ``SiftError`` prints its message and hint on one line each and exits non-zero — 2 for
+bad configuration or usage — never with a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sift import __version__
+from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
+from sift.errors import ConfigError, SiftError
+
+EXIT_CONFIG = 2
+
+
+def _add_settings_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config", metavar="FILE", help=f"TOML settings (default ./{DEFAULT_CONFIG_FILE})"
+    )
+    p.add_argument("--data-dir", metavar="DIR", help="directory of the database")
+    p.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="override any setting by its dotted key, e.g. cache.max_bytes=2GiB",
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"flag --set {item}: expected KEY=VALUE")
+        overrides[key.strip()] = value
+    if getattr(args, "listen", None):
+        overrides["listen"] = args.listen
+    if args.data_dir:
+        overrides["data_dir"] = args.data_dir
+    return load_settings(args.config, overrides=overrides)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from sift.api.app import create_app
+    from sift.dcache import DB
+
+    settings = _settings(args)
+    host, port = settings.listen_host_port
+    if not settings.callers and not _is_loopback(host) and not settings.allow_anonymous_public:
+        raise ConfigError(
+            f"listen: {settings.listen}: no callers are configured, so every request would be "
+            "anonymous; bind a loopback address, add a caller with `sift keys add`, or set "
+            "allow_anonymous_public = true"
+        )
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    app = create_app(settings, db)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        lifespan="on",
+        log_level="info",
+    )
+    return 0
+
+
+def cmd_keys_add(args: argparse.Namespace) -> int:
+    from sift.keys import add_caller
+
+    path = args.config or DEFAULT_CONFIG_FILE
+    key = add_caller(path, args.name, args.caller_class)
+    print(key)
+    print(
+        f"caller {args.name!r} ({args.caller_class}) added to {path}; the key is shown only once",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from sift.dcache import DB
+
+    settings = _settings(args)
+    if not settings.db_path.exists():
+        raise ConfigError(f"data_dir: {settings.data_dir}: no database yet; run `sift serve` first")
+    db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    try:
+        stats = db.stats()
+        batch_bytes = db.batch_nbytes()
+    finally:
+        db.close()
+    for key in sorted(stats):
+        print(f"{key:>20}  {stats[key]}")
+    print(f"{'batch_bytes':>20}  {batch_bytes}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sift", description="A web fetcher for programs.")
+    parser.add_argument("--version", action="version", version=f"sift {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run the HTTP service")
+    _add_settings_args(p)
+    p.add_argument("--listen", metavar="HOST:PORT", help="bind address (default 127.0.0.1:8080)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("stats", help="cache size, entries, hit rate, batch bytes")
+    _add_settings_args(p)
+    p.set_defaults(func=cmd_stats)
+
+    keys = sub.add_parser("keys", help="manage caller keys")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    p = keys_sub.add_parser("add", help="issue a key for a new caller; prints it once")
+    p.add_argument("name")
+    p.add_argument("--class", dest="caller_class", choices=["fleet", "restricted"], required=True)
+    p.add_argument(
+        "--config", metavar="FILE", help=f"file to append to (default ./{DEFAULT_CONFIG_FILE})"
+    )
+    p.set_defaults(func=cmd_keys_add)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except ConfigError as exc:
+        print(f"sift: {exc.message}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SiftError as exc:
+        print(f"sift: {exc.message}\nhint: {exc.hint}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

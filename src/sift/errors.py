@@ -1,0 +1,214 @@
+"""sift's one error tree.
+
+Every failure a caller can see is a ``SiftError`` with a stable snake_case ``code``, a
+human ``message``, a ``hint`` saying what to do next, and the HTTP ``status`` it maps to.
+The API turns any of them into ``{"error": {"code", "message", "hint"}}``; the CLI prints
+message and hint; the batch runner stores them per target. ``docs/errors.md`` lists every
+code (a test keeps the two in step).
+
+    SiftError (500 internal_error)
+    ├── ConfigError            (500 config_error)      bad settings; the CLI exits 2
+    ├── StoreError             (500 store_error)       the database cannot be opened or used
+    ├── BadRequest             (422 invalid_request)
+    │   ├── InvalidUrl         (422 invalid_url)
+    │   ├── OffsetOutOfRange   (422 offset_out_of_range)
+    │   └── SnapshotGone       (410 snapshot_gone)
+    ├── RequestTooLarge        (413 request_too_large)
+    ├── Unauthorized           (401 unauthorized)
+    ├── NotFound               (404 not_found)
+    ├── QuotaExceeded          (429 quota_exceeded)
+    │   └── ServiceBusy        (503 service_busy)
+    ├── Blocked                (403 blocked_address)
+    │   └── RobotsDisallowed   (403 robots_disallowed)
+    └── UpstreamError          (502 upstream_error)
+        ├── DnsFailure         (502 dns_failure)
+        ├── ConnectFailed      (502 connect_failed)
+        ├── TlsFailure         (502 tls_failure)
+        ├── TooManyRedirects   (502 too_many_redirects)
+        ├── TooLarge           (502 too_large)
+        ├── UnsupportedEncoding     (502 unsupported_encoding)
+        ├── UnsupportedContentType  (502 unsupported_content_type)
+        └── UpstreamTimeout    (504 upstream_timeout)
+
+Foreign exceptions (aiohttp, sqlite3, …) are translated once, at the layer that meets them,
+with ``raise SomeSiftError(...) from exc``; nothing above that layer sees them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class SiftError(Exception):
+    """Base of every error sift reports. Subclasses set ``code``, ``status`` and a default hint."""
+
+    code: ClassVar[str] = "internal_error"
+    status: ClassVar[int] = 500
+    default_hint: ClassVar[str] = (
+        "This is a bug in sift; the server log has the details. Retry later or report it."
+    )
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+        # Extra response headers (e.g. Retry-After) that the API layer should send along.
+        self.headers: dict[str, str] = {}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The error envelope every front end returns: ``{"error": {code, message, hint}}``."""
+        return {"error": {"code": self.code, "message": self.message, "hint": self.hint}}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, hint={self.hint!r})"
+
+
+class ConfigError(SiftError):
+    code = "config_error"
+    default_hint = "Fix the named setting in the config file or environment and start again."
+
+
+class StoreError(SiftError):
+    code = "store_error"
+    default_hint = (
+        "Check that the data directory exists, is writable and holds a valid sift database."
+    )
+
+
+class BadRequest(SiftError):
+    code = "invalid_request"
+    status = 422
+    default_hint = "Fix the request as the message says and send it again."
+
+
+class InvalidUrl(BadRequest):
+    code = "invalid_url"
+    default_hint = "Send an absolute http:// or https:// URL with a valid host, at most 8 KiB long."
+
+
+class OffsetOutOfRange(BadRequest):
+    code = "offset_out_of_range"
+    default_hint = "Use an offset below total_bytes, or start again from offset 0."
+
+
+class SnapshotGone(BadRequest):
+    code = "snapshot_gone"
+    status = 410
+    default_hint = (
+        "The snapshot this offset pointed into is no longer cached: "
+        "fetch again from offset 0 without a digest."
+    )
+
+
+class RequestTooLarge(SiftError):
+    code = "request_too_large"
+    status = 413
+    default_hint = "Send a smaller request: fewer targets or a smaller body."
+
+
+class Unauthorized(SiftError):
+    code = "unauthorized"
+    status = 401
+    default_hint = "Send 'Authorization: Bearer <key>' with a key the operator issued."
+
+
+class NotFound(SiftError):
+    code = "not_found"
+    status = 404
+    default_hint = "Check the id; jobs expire when their lease runs out."
+
+
+class QuotaExceeded(SiftError):
+    code = "quota_exceeded"
+    status = 429
+    default_hint = "Wait for one of your jobs to finish (or cancel one), then retry."
+
+
+class ServiceBusy(QuotaExceeded):
+    code = "service_busy"
+    status = 503
+    default_hint = "The server is at capacity; retry after the Retry-After delay."
+
+
+class Blocked(SiftError):
+    code = "blocked_address"
+    status = 403
+    default_hint = (
+        "This caller may only reach public addresses on allowed ports; "
+        "ask the operator for a fleet key if you need more."
+    )
+
+
+class RobotsDisallowed(Blocked):
+    code = "robots_disallowed"
+    default_hint = (
+        "The site's robots.txt disallows this URL for sift; "
+        "fleet callers may pass robots=false where the operator allows it."
+    )
+
+
+class UpstreamError(SiftError):
+    code = "upstream_error"
+    status = 502
+    default_hint = "The upstream server failed; retry later or try another URL."
+
+
+class DnsFailure(UpstreamError):
+    code = "dns_failure"
+    default_hint = "Check the host name; it did not resolve."
+
+
+class ConnectFailed(UpstreamError):
+    code = "connect_failed"
+    default_hint = "The upstream refused or dropped the connection; retry later."
+
+
+class TlsFailure(UpstreamError):
+    code = "tls_failure"
+    default_hint = (
+        "The upstream's TLS certificate or handshake is invalid; try http:// or another host."
+    )
+
+
+class TooManyRedirects(UpstreamError):
+    code = "too_many_redirects"
+    default_hint = "The URL redirects too often or in a loop; fetch the final URL directly."
+
+
+class TooLarge(UpstreamError):
+    code = "too_large"
+    default_hint = (
+        "The upstream body exceeds this caller's download limit; fetch a smaller resource."
+    )
+
+
+class UnsupportedEncoding(UpstreamError):
+    code = "unsupported_encoding"
+    default_hint = (
+        "The upstream used a content encoding sift does not decode (gzip, deflate, br, zstd)."
+    )
+
+
+class UnsupportedContentType(UpstreamError):
+    code = "unsupported_content_type"
+    default_hint = "sift renders HTML, text, markdown, JSON, XML feeds and PDF; fetch one of those."
+
+
+class UpstreamTimeout(UpstreamError):
+    code = "upstream_timeout"
+    status = 504
+    default_hint = (
+        "The upstream was too slow; retry later or raise timeout_s within your class limit."
+    )
+
+
+def all_error_classes() -> list[type[SiftError]]:
+    """Every class in the tree, base first (used by docs tests and the client library)."""
+    seen: list[type[SiftError]] = []
+    stack: list[type[SiftError]] = [SiftError]
+    while stack:
+        cls = stack.pop(0)
+        if cls not in seen:
+            seen.append(cls)
+            stack.extend(cls.__subclasses__())
+    return seen
