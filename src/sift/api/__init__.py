@@ -1,0 +1,1 @@
+"""HTTP front end: the FastAPI app, auth and the error envelope."""
