@@ -1,0 +1,171 @@
+"""Request options for one fetch: parsed from JSON or query strings, checked against a class.
+
+``parse_options`` turns untrusted input into a ``FetchOptions`` or raises ``BadRequest``
+listing every problem (unknown option, wrong type, out-of-range value) — nothing is fetched
+for a bad request. ``apply_class`` then clamps ``max_bytes`` and ``timeout_s`` to the
+caller's class (each clamp adds the ``clamped`` warning) and refuses what the class forbids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from sift.config import CallerClass, ClassSettings
+from sift.errors import BadRequest
+
+Format = Literal["markdown", "text", "html", "raw"]
+FORMATS: tuple[str, ...] = get_args(Format)
+MAX_URL_BYTES = 8 << 10
+MAX_SELECTOR_CHARS = 1024
+MAX_EXCLUDES = 32
+# JSON integers beyond this never reach SQLite (whose INTEGER is 64-bit signed).
+MAX_INT = (1 << 53) - 1
+_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """One validated fetch request. ``None`` means "the class or server default"."""
+
+    url: str
+    format: Format = "markdown"
+    main_content: bool = True
+    selector: str | None = None
+    exclude: tuple[str, ...] = ()
+    links: bool = False
+    max_bytes: int | None = None
+    offset: int = 0
+    digest: str | None = None
+    max_age_s: int | None = None
+    timeout_s: float | None = None
+    robots: bool = True
+
+
+OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
+# Options that only shape a fetch (used by batch to validate per-target option objects).
+TARGET_OPTION_NAMES: tuple[str, ...] = tuple(n for n in OPTION_NAMES if n not in ("url",))
+
+
+def _bool(name: str, value: Any, from_query: bool, problems: list[str]) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if from_query and isinstance(value, str) and value.lower() in ("true", "1", "false", "0"):
+        return value.lower() in ("true", "1")
+    problems.append(f"{name}: expected true or false")
+    return None
+
+
+def _int(name: str, value: Any, from_query: bool, lo: int, problems: list[str]) -> int | None:
+    if from_query and isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        problems.append(f"{name}: expected an integer")
+        return None
+    if not lo <= value <= MAX_INT:
+        problems.append(f"{name}: must be between {lo} and {MAX_INT}")
+        return None
+    return value
+
+
+def parse_options(
+    data: Mapping[str, Any], *, from_query: bool = False, require_url: bool = True
+) -> FetchOptions:
+    """Validate untrusted options. ``from_query``: values are strings from a query string."""
+    problems: list[str] = []
+    unknown = sorted(set(data) - set(OPTION_NAMES))
+    if unknown:
+        problems.append(f"unknown option {', '.join(unknown)} (known: {', '.join(OPTION_NAMES)})")
+    out: dict[str, Any] = {}
+    url = data.get("url")
+    if url is None:
+        if require_url:
+            problems.append("url: required")
+        out["url"] = ""
+    elif not isinstance(url, str) or not url.strip():
+        problems.append("url: expected a non-empty string")
+    elif len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
+        problems.append(f"url: longer than {MAX_URL_BYTES} bytes")
+    else:
+        out["url"] = url.strip()
+    for name, value in data.items():
+        if name == "url" or name not in OPTION_NAMES or value is None:
+            continue
+        if name == "format":
+            if value not in FORMATS:
+                problems.append(f"format: expected one of {', '.join(FORMATS)}")
+            else:
+                out[name] = value
+        elif name in ("main_content", "links", "robots"):
+            out[name] = _bool(name, value, from_query, problems)
+        elif name == "selector":
+            if not isinstance(value, str) or not 0 < len(value) <= MAX_SELECTOR_CHARS:
+                problems.append(
+                    f"selector: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars"
+                )
+            else:
+                out[name] = value
+        elif name == "exclude":
+            if from_query and isinstance(value, str):
+                value = [value]
+            if (
+                not isinstance(value, list | tuple)
+                or len(value) > MAX_EXCLUDES
+                or not all(isinstance(v, str) and 0 < len(v) <= MAX_SELECTOR_CHARS for v in value)
+            ):
+                problems.append(f"exclude: expected a list of at most {MAX_EXCLUDES} CSS selectors")
+            else:
+                out[name] = tuple(value)
+        elif name == "max_bytes":
+            out[name] = _int(name, value, from_query, 1, problems)
+        elif name in ("offset", "max_age_s"):
+            out[name] = _int(name, value, from_query, 0, problems)
+        elif name == "digest":
+            if not isinstance(value, str) or not _DIGEST_RE.fullmatch(value):
+                problems.append("digest: expected 'sha256:' and 64 lowercase hex digits")
+            else:
+                out[name] = value
+        elif name == "timeout_s":
+            if from_query and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = float(value)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0 < value <= 86400)
+            ):
+                problems.append("timeout_s: expected a number of seconds above 0")
+            else:
+                out[name] = float(value)
+    if problems:
+        raise BadRequest("invalid options: " + "; ".join(problems))
+    return FetchOptions(**{k: v for k, v in out.items() if v is not None})
+
+
+def apply_class(
+    opts: FetchOptions, caller_class: CallerClass, limits: ClassSettings
+) -> tuple[FetchOptions, list[str]]:
+    """Clamp ``max_bytes``/``timeout_s`` to the class and refuse what it forbids.
+
+    Returns the effective options (every default filled in) and the warnings to report.
+    """
+    warnings: list[str] = []
+    max_bytes = opts.max_bytes if opts.max_bytes is not None else limits.output_cap
+    if max_bytes > limits.output_cap:
+        max_bytes = limits.output_cap
+        warnings.append("clamped")
+    timeout_s = opts.timeout_s if opts.timeout_s is not None else limits.timeout_s
+    if timeout_s > limits.timeout_s:
+        timeout_s = limits.timeout_s
+        if "clamped" not in warnings:
+            warnings.append("clamped")
+    if not opts.robots and caller_class == "restricted":
+        raise BadRequest(
+            "robots: restricted callers always obey robots.txt",
+            hint="Drop robots=false, or ask the operator for a fleet key.",
+        )
+    return dataclasses.replace(opts, max_bytes=max_bytes, timeout_s=timeout_s), warnings
