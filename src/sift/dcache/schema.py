@@ -1,0 +1,170 @@
+"""Connecting to the SQLite file and migrating its schema.
+
+The schema is versioned with ``PRAGMA user_version``: ``MIGRATIONS[i]`` takes a database from
+version ``i`` to ``i + 1``. ``connect`` applies the missing steps in one transaction, so a crash
+mid-migration leaves the old version intact and opening twice is a no-op the second time.
+Append new steps; never edit a released one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from sift.errors import StoreError
+
+MEMORY: Final = ":memory:"
+
+# How long a statement waits for another process's write lock (the CLI reading a live server's
+# database, say) before failing. Inside one process there is one connection, so no waiting.
+BUSY_TIMEOUT_MS: Final = 5000
+
+# Version 1: the content cache (blob, body, page, render), robots.txt, and the batch store
+# exactly as spec/batchstore.md gives it, plus one partial index for next_pending_targets.
+_V1: Final[tuple[str, ...]] = (
+    # Stored bytes of bodies and renders live apart from their metadata rows: a cache hit
+    # rewrites the small metadata row (its lru), and SQLite rewrites a whole row on UPDATE.
+    """CREATE TABLE IF NOT EXISTS blob (
+        id   INTEGER PRIMARY KEY,
+        data BLOB NOT NULL                  -- compressed when the owner's codec is 'zstd'
+    )""",
+    """CREATE TABLE IF NOT EXISTS body (
+        digest      TEXT PRIMARY KEY,       -- 'sha256:<hex>' of the uncompressed bytes
+        blob_id     INTEGER NOT NULL,       -- blob.id holding the stored bytes
+        codec       TEXT NOT NULL,          -- 'identity' | 'zstd'
+        raw_bytes   INTEGER NOT NULL,       -- uncompressed length
+        nbytes      INTEGER NOT NULL,       -- stored length: what counts against max_bytes
+        created_at  INTEGER NOT NULL,       -- unix seconds
+        accessed_at INTEGER NOT NULL,       -- unix seconds of the last hit
+        lru         INTEGER NOT NULL        -- global access sequence; smallest is evicted first
+    )""",
+    "CREATE INDEX IF NOT EXISTS body_lru ON body(lru)",
+    """CREATE TABLE IF NOT EXISTS page (
+        key           TEXT PRIMARY KEY,     -- normalised URL + fetch-affecting options
+        url           TEXT NOT NULL,
+        final_url     TEXT NOT NULL,
+        status        INTEGER NOT NULL,
+        content_type  TEXT NOT NULL,
+        etag          TEXT,
+        last_modified TEXT,
+        fetched_at    INTEGER NOT NULL,
+        digest        TEXT NOT NULL REFERENCES body(digest),
+        headers_json  TEXT NOT NULL DEFAULT '{}'
+    )""",
+    "CREATE INDEX IF NOT EXISTS page_digest ON page(digest)",
+    """CREATE TABLE IF NOT EXISTS render (
+        digest      TEXT NOT NULL REFERENCES body(digest),
+        render_key  TEXT NOT NULL,          -- the render options, serialised by the service
+        blob_id     INTEGER NOT NULL,
+        codec       TEXT NOT NULL,
+        raw_bytes   INTEGER NOT NULL,
+        nbytes      INTEGER NOT NULL,
+        created_at  INTEGER NOT NULL,
+        accessed_at INTEGER NOT NULL,
+        lru         INTEGER NOT NULL,
+        PRIMARY KEY (digest, render_key)
+    )""",
+    "CREATE INDEX IF NOT EXISTS render_lru ON render(lru)",
+    """CREATE TABLE IF NOT EXISTS robots (
+        origin     TEXT PRIMARY KEY,        -- scheme://host[:port]
+        status     INTEGER NOT NULL,
+        body       BLOB NOT NULL,
+        fetched_at INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS batch_job (
+        id            TEXT PRIMARY KEY,
+        caller        TEXT NOT NULL,
+        caller_class  TEXT NOT NULL,
+        idem_key      TEXT NOT NULL,
+        status        TEXT NOT NULL,
+        error         TEXT NOT NULL DEFAULT '',
+        targets_total INTEGER NOT NULL,
+        targets_done  INTEGER NOT NULL DEFAULT 0,
+        created_at    INTEGER NOT NULL,
+        lease         INTEGER NOT NULL,
+        nbytes        INTEGER NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS batch_target (
+        job_id  TEXT NOT NULL,
+        idx     INTEGER NOT NULL,
+        url     TEXT NOT NULL,
+        options TEXT NOT NULL,
+        status  TEXT NOT NULL,
+        result  TEXT,
+        error   TEXT,
+        hint    TEXT,
+        PRIMARY KEY (job_id, idx)
+    )""",
+    "CREATE INDEX IF NOT EXISTS batch_job_idem  ON batch_job(caller, idem_key)",
+    "CREATE INDEX IF NOT EXISTS batch_job_lease ON batch_job(lease)",
+    # Not in the spec: lets next_pending_targets read the next few pending targets of a
+    # 10,000-target job without scanning the finished ones each time. Partial, so it stays small.
+    """CREATE INDEX IF NOT EXISTS batch_target_pending
+        ON batch_target(job_id, idx) WHERE status = 'pending'""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open ``path`` (or ``":memory:"``), set the pragmas and migrate to ``SCHEMA_VERSION``.
+
+    Raises StoreError naming the file when it cannot be opened, is not a SQLite database, is
+    read-only, or carries a schema newer than this code knows.
+    """
+    try:
+        # isolation_level=None: no implicit BEGIN; the DB opens its own transactions explicitly.
+        conn = sqlite3.connect(
+            path,
+            check_same_thread=False,
+            isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+        )
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open database {path}: {exc}") from exc
+    try:
+        _configure(conn)
+        _migrate(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(f"cannot open database {path}: {exc}") from exc
+    except StoreError:
+        conn.close()
+        raise
+    return conn
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    # journal_mode is the first statement that reads the file header, so a file that is not a
+    # database fails here, inside connect's error translation.
+    conn.execute("PRAGMA journal_mode=WAL").fetchone()
+    # Under WAL, NORMAL loses at most the last transactions on power loss, never consistency.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    # Keep the -wal file from staying huge after a burst of writes is checkpointed.
+    conn.execute("PRAGMA journal_size_limit=67108864")
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"database {path} has schema version {version}, newer than this sift "
+                f"supports ({SCHEMA_VERSION})",
+                hint="Upgrade sift, or point data_dir at a fresh directory.",
+            )
+        for step in MIGRATIONS[version:]:
+            for statement in step:
+                conn.execute(statement)
+        if version != SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

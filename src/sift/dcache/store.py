@@ -1,0 +1,99 @@
+"""The connection holder every part of ``DB`` builds on: transactions, error translation, close.
+
+One ``sqlite3.Connection`` per ``DB``. The intended concurrency model is "one thread owns it"
+(see ``aio.AsyncDB``); the re-entrant lock here is only a guard so that misuse from a second
+thread blocks instead of interleaving two transactions on one connection.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from sift.errors import StoreError
+
+
+class StoreBase:
+    """Owns the connection; subclasses add the tables' methods."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self.path = path
+        self._lock = threading.RLock()
+        # In-process counters (hits, misses, evictions, …); reset on open, read by stats().
+        self._counters: dict[str, int] = {}
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self._counters[name] = self._counters.get(name, 0) + n
+
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreError(
+                f"database {self.path} is closed",
+                hint="This is a bug in sift: the store was used after shutdown.",
+            )
+        return self._conn
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """Run statements outside a write transaction; translate sqlite3 errors."""
+        with self._lock:
+            conn = self._live()
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"database {self.path}: {exc}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed if the block returns, rolled back if it raises.
+
+        BEGIN IMMEDIATE takes the write lock up front, so a transaction never fails half-way
+        on a lock upgrade when another process (the CLI) has the file open.
+        """
+        with self._lock:
+            conn = self._live()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StoreError(f"database {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection. Idempotent; every other method raises StoreError afterwards."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is None:
+                return
+            try:
+                # Best effort (closing must succeed even on a broken file): the statistics
+                # upkeep SQLite recommends before closing a long-lived handle.
+                with suppress(sqlite3.Error):
+                    conn.execute("PRAGMA optimize")
+            finally:
+                conn.close()
+
+    def check(self) -> None:
+        """A cheap real query for /healthz; raises StoreError when the database is unusable."""
+        with self._read() as conn:
+            conn.execute("SELECT count(*) FROM (SELECT 1 FROM batch_job LIMIT 1)").fetchone()
+            conn.execute("SELECT count(*) FROM (SELECT 1 FROM body LIMIT 1)").fetchone()
+
+    def integrity_check(self) -> str:
+        """``PRAGMA integrity_check`` joined into one string: ``"ok"`` when the file is sound.
+
+        Reads every page of the file: for operators and tests, not for /healthz.
+        """
+        with self._read() as conn:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+        return "\n".join(str(r[0]) for r in rows)
