@@ -1,0 +1,172 @@
+"""HTML → markdown, text or cleaned HTML: parse, clean, select, emit.
+
+Order of work: parse (libxml2), note the title, language, ``<base>`` and script weight, drop
+never-visible elements, apply the caller's ``exclude`` then ``selector``, pick the article
+(``extract.select``) unless ``main_content`` is off, and emit. When the article pass keeps
+almost nothing of a page that has plenty of text, the whole page is rendered instead and the
+``thin_content`` warning says so; a page of scripts with next to no text gets
+``js_required_suspected``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+from urllib.parse import urljoin
+
+from lxml import etree
+
+from sift.errors import BadRequest
+from sift.render import dom, extract
+from sift.render.markdown import Emitter
+from sift.render.options import Rendered, RenderOptions
+
+# Main content shorter than this, on a page with several times more text, is "thin".
+THIN_CONTENT_CHARS = 200
+THIN_PAGE_FACTOR = 3
+# A page whose visible text is below this while scripts outweigh it looks JavaScript-built.
+JS_SHELL_TEXT_CHARS = 200
+JS_SHELL_SCRIPT_CHARS = 2000
+
+_KEEP_ATTRS = frozenset({"href", "src", "alt", "title", "colspan", "rowspan", "lang", "start"})
+
+
+def compile_selector(selector: str) -> Any:
+    """A compiled CSS selector; invalid ones raise ``BadRequest`` with a hint."""
+    from cssselect import SelectorError
+    from lxml.cssselect import CSSSelector
+
+    try:
+        return CSSSelector(selector)
+    except (SelectorError, SyntaxError, ValueError) as exc:
+        raise BadRequest(
+            f"invalid CSS selector {selector!r}: {exc}",
+            hint="Use a CSS3 selector such as 'article', 'div.content' or '#main p'.",
+        ) from exc
+
+
+def _script_chars(root: Any) -> int:
+    return sum(len(el.text or "") for el in root.iter("script"))
+
+
+def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Rendered:
+    """Render an HTML document (UTF-8 bytes) per ``options`` (format is not ``raw``)."""
+    # Compile selectors first: a bad selector is the caller's error whatever the body.
+    excludes = [compile_selector(s) for s in options.exclude]
+    chooser = compile_selector(options.selector) if options.selector else None
+
+    root = dom.parse_html(body_utf8)
+    if root is None:
+        return Rendered(title=None, lang=None, content="", extractor="sift")
+    title = dom.title_of(root)
+    lang = dom.lang_of(root)
+    base = dom.base_href(root)
+    base_url = url
+    if base:
+        try:
+            base_url = urljoin(url, base)
+        except ValueError:
+            base_url = url
+    script_chars = _script_chars(root)
+    dom.clean(root)
+    for sel in excludes:
+        for el in sel(root):
+            dom.remove(el)
+
+    body = root.find("body")
+    if body is None:
+        body = root
+    warnings: list[str] = []
+    links: list[dict[str, str]] | None = [] if options.links else None
+    markdown = options.format == "markdown"
+
+    if chooser is not None:
+        matched = [el for el in chooser(root) if el is not root]
+        if not matched:
+            warnings.append("selector_no_match")
+        # The caller chose the content: render every match in full, in document order.
+        top = [el for el in matched if not any(a in matched for a in el.iterancestors())]
+        if options.format == "html":
+            content = "\n".join(_clean_html(el, None, base_url) for el in top)
+        else:
+            em = Emitter(markdown=markdown, base_url=base_url, links=links)
+            content = "\n\n".join(c for c in (em.render(el) for el in top) if c)
+        return Rendered(title, lang, content, links or [], warnings, "sift-selector")
+
+    container: Any = body
+    skip = None
+    extractor = "sift-page"
+    page_chars = 0
+    if options.main_content:
+        sel = extract.select(body, title=title)
+        container, skip, extractor = sel.container, sel.skip, "sift"
+        page_chars = sel.text_chars
+
+    content = _emit(container, skip, options, base_url, links)
+    if options.main_content:
+        kept = len(content)
+        if kept < THIN_CONTENT_CHARS and page_chars > THIN_PAGE_FACTOR * max(kept, 1):
+            # Too little survived: give the whole page rather than a fragment.
+            warnings.append("thin_content")
+            if links is not None:
+                links.clear()
+            content = _emit(body, None, options, base_url, links)
+            extractor = "sift-page"
+    visible = page_chars if options.main_content else dom.text_len(body.itertext())
+    if visible < JS_SHELL_TEXT_CHARS and script_chars > max(JS_SHELL_SCRIPT_CHARS, 5 * visible):
+        warnings.append("js_required_suspected")
+    return Rendered(title, lang, content, links or [], warnings, extractor)
+
+
+def _emit(
+    container: Any,
+    skip: Any,
+    options: RenderOptions,
+    base_url: str,
+    links: list[dict[str, str]] | None,
+) -> str:
+    if options.format == "html":
+        return _clean_html(container, skip, base_url, links)
+    em = Emitter(markdown=options.format == "markdown", base_url=base_url, skip=skip, links=links)
+    return em.render(container)
+
+
+def _clean_html(
+    container: Any,
+    skip: Any,
+    base_url: str,
+    links: list[dict[str, str]] | None = None,
+) -> str:
+    """The container as minimal HTML: skipped chrome removed, presentational attributes
+    dropped, links and images made absolute."""
+    doomed = [el for el in container.iter() if skip is not None and skip(el)]
+    # Mark doomed nodes so they can be found again in the copy.
+    for i, el in enumerate(doomed):
+        el.set("data-sift-drop", str(i))
+    try:
+        clone = copy.deepcopy(container)
+    finally:
+        for el in doomed:
+            el.attrib.pop("data-sift-drop", None)
+    for el in [e for e in clone.iter() if e.get("data-sift-drop") is not None]:
+        dom.remove(el)
+    for el in clone.iter():
+        for name in [a for a in el.attrib if a not in _KEEP_ATTRS]:
+            del el.attrib[name]
+        for name in ("href", "src"):
+            value = el.get(name)
+            if value:
+                if value.strip().lower().startswith(("javascript:", "data:")):
+                    del el.attrib[name]
+                    continue
+                try:
+                    el.set(name, urljoin(base_url, value.strip()))
+                except ValueError:
+                    del el.attrib[name]
+        if links is not None and el.tag == "a" and el.get("href"):
+            text = " ".join("".join(el.itertext()).split())
+            if text:
+                links.append({"text": text, "url": el.get("href") or ""})
+    clone.tail = None
+    html: str = etree.tostring(clone, method="html", encoding="unicode")
+    return html.strip()
