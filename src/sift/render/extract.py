@@ -40,7 +40,7 @@ class Weights:
 
     loose_weight: float = 0.5
     link_penalty: float = 1.0
-    boiler_penalty: float = 1.5
+    boiler_penalty: float = 1.0
     hint_bonus: float = 0.0
     guard_share: float = 0.5
     link_density_max: float = 0.5

@@ -81,7 +81,6 @@ _BOILER_PREFIXES = (
     "follow",
     "rating",
     "copyright",
-    "paywall",
     "masthead",
     "headline",
     "kicker",
