@@ -29,6 +29,7 @@ PARA_TAGS = frozenset(
     {"p", "pre", "blockquote", "li", "td", "dd", "h2", "h3", "h4", "h5", "h6", "figcaption"}
 )
 # Block elements that are dropped from the article when links dominate them.
+_TEASER_HEADINGS = frozenset({"h2", "h3", "h4", "h5", "h6"})
 _LINKY_BLOCKS = frozenset(
     {"p", "div", "ul", "ol", "li", "section", "table", "tr", "td", "dl", "span", "h2", "h3", "h4"}
 )
@@ -44,6 +45,7 @@ class Weights:
     hint_bonus: float = 0.0
     guard_share: float = 0.5
     link_density_max: float = 0.5
+    teaser_max_chars: int = 400
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -112,6 +114,16 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
         kind = boiler_kind(el)
         if kind == STRONG or (kind == WEAK and total[i] - link[i] <= guard):
             boiler[i] = True
+
+    # Teaser cards (a linked headline plus a short blurb) are listings of other pages.
+    for i, el in enumerate(els):
+        if el.tag in _TEASER_HEADINGS and total[i] and link[i] >= 0.8 * total[i]:
+            j, top = i, -1
+            while parent[j] > 0 and total[parent[j]] <= weights.teaser_max_chars:
+                j = parent[j]
+                top = j
+            if top > 0:
+                boiler[top] = True
 
     # Pass 3: weighted score, bottom-up, with chrome subtrees counted as negative.
     lw = weights.loose_weight

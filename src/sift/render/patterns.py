@@ -238,10 +238,4 @@ def is_content_hint(el: Any) -> bool:
     prop = attrib.get("itemprop")
     if prop and prop in ("articleBody", "text", "reviewBody"):
         return True
-    if attrib.get("role") == "main":
-        return True
-    cls = attrib.get("class")
-    if cls and _value_is_content(cls):
-        return True
-    ident = attrib.get("id")
-    return bool(ident and _value_is_content(ident))
+    return attrib.get("role") == "main"
