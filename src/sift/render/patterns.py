@@ -238,4 +238,4 @@ def is_content_hint(el: Any) -> bool:
     prop = attrib.get("itemprop")
     if prop and prop in ("articleBody", "text", "reviewBody"):
         return True
-    return attrib.get("role") == "main"
+    return bool(attrib.get("role") == "main")
