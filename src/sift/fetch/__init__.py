@@ -1,0 +1,31 @@
+"""Fetching: a guarded, bounded HTTP client with per-class egress policy and robots.txt.
+
+The service builds one ``Fetcher`` per process and calls ``fetch(url, policy, ...)`` with a
+``FetchPolicy`` derived from the caller's class. See docs/fetching.md.
+"""
+
+from sift.fetch.client import Fetcher, FetchResult
+from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard, classify
+from sift.fetch.policy import FetchPolicy, restricted_policy
+from sift.fetch.resolver import Resolver, StaticResolver, SystemResolver
+from sift.fetch.robots import MemoryRobotsCache, RobotsCache, RobotsChecker
+from sift.fetch.url import Target, normalize_url, validate_url
+
+__all__ = [
+    "BLOCKED_MESSAGE",
+    "EgressGuard",
+    "FetchPolicy",
+    "FetchResult",
+    "Fetcher",
+    "MemoryRobotsCache",
+    "Resolver",
+    "RobotsCache",
+    "RobotsChecker",
+    "StaticResolver",
+    "SystemResolver",
+    "Target",
+    "classify",
+    "normalize_url",
+    "restricted_policy",
+    "validate_url",
+]

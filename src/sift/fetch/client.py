@@ -1,0 +1,370 @@
+"""The fetcher: one guarded, bounded GET with redirects, conditional requests and robots.
+
+Per hop: validate the URL (rules, port, local names) → resolve the host once → vet every
+address → connect to a vetted IP literal (TLS still verifies the host name) → check the
+response headers against the bounds → either follow a redirect (re-validated, loop- and
+count-checked) or stream the body through the bounded decoder. The whole fetch, every hop
+and the body included, runs under one deadline, ``policy.timeout_s``.
+
+Only ``sift.errors`` classes leave this module; aiohttp's are translated once, in
+``transport.translate``, and chained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+from urllib.parse import urljoin
+
+import aiohttp
+
+from sift.errors import (
+    Blocked,
+    InvalidUrl,
+    RobotsDisallowed,
+    SiftError,
+    TooLarge,
+    TooManyRedirects,
+    UpstreamTimeout,
+)
+from sift.fetch.charset import detect_charset
+from sift.fetch.decode import make_decoder, parse_content_encoding
+from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard
+from sift.fetch.policy import FetchPolicy
+from sift.fetch.resolver import LayeredResolver, Resolver, SystemResolver
+from sift.fetch.transport import Pools, is_connect_error, send, translate
+from sift.fetch.url import Target, validate_url
+
+if TYPE_CHECKING:
+    from sift.fetch.robots import RobotsChecker
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,text/plain;q=0.8,*/*;q=0.5"
+ACCEPT_ENCODING = "gzip, deflate, br, zstd"
+CHUNK_BYTES = 64 << 10
+# A redirect's own body is drained (so the connection can be reused) only when this small.
+DRAIN_REDIRECT_BYTES = 16 << 10
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What one fetch produced. ``headers`` names are lowercase; repeated fields are joined
+    with ``", "``. ``body`` is decoded from its content encoding. ``redirects`` lists every
+    URL that answered with a redirect, in order (``final_url`` is the last hop).
+    ``truncated`` is true only for ``allow_truncation`` fetches cut at the limit.
+    """
+
+    url: str
+    final_url: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    content_type: str
+    charset: str | None
+    redirects: tuple[str, ...]
+    timings: dict[str, float] = field(compare=False)
+    not_modified: bool
+    etag: str | None
+    last_modified: str | None
+    truncated: bool = False
+
+
+class Fetcher:
+    """One per process. ``async with Fetcher(...) as f`` or ``start()`` / ``close()``.
+
+    ``static_hosts`` is the ``[egress.resolve]`` table (consulted before ``resolver``; its
+    answers are vetted like DNS answers). ``own_addresses`` are sift's listening addresses
+    (``"ip"``, ``"ip:port"``, ``"[v6]:port"``), refused for every policy. ``ssl_context``
+    replaces the default verifying context (tests trust their own CA with it).
+    """
+
+    def __init__(
+        self,
+        *,
+        user_agent: str,
+        resolver: Resolver | None = None,
+        extra_public_cidrs: Sequence[str] = (),
+        static_hosts: Mapping[str, Sequence[str]] | None = None,
+        own_addresses: Sequence[str] = (),
+        ssl_context: ssl.SSLContext | None = None,
+        pool_limit: int = 100,
+        pool_limit_per_host: int = 0,
+        keepalive_timeout_s: float = 15.0,
+    ) -> None:
+        self.user_agent = user_agent
+        self.guard = EgressGuard(extra_public_cidrs=extra_public_cidrs, own_addresses=own_addresses)
+        self._resolver: Resolver = LayeredResolver(
+            static_hosts or {}, resolver if resolver is not None else SystemResolver()
+        )
+        self._pools = Pools(
+            self.guard,
+            ssl_context=ssl_context,
+            limit=pool_limit,
+            limit_per_host=pool_limit_per_host,
+            keepalive_timeout_s=keepalive_timeout_s,
+        )
+        self._state = "new"
+
+    async def start(self) -> None:
+        """Open for fetching. Pools are created lazily, one per policy pool, on first use."""
+        if self._state == "closed":
+            raise SiftError("This fetcher was closed; create a new one.")
+        self._state = "open"
+
+    async def close(self) -> None:
+        """Close every pooled connection. Idempotent; later fetches raise ``SiftError``."""
+        self._state = "closed"
+        await self._pools.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def pools(self) -> Pools:
+        return self._pools
+
+    def check_url(self, url: str, policy: FetchPolicy) -> Target:
+        """Every check possible without I/O: URL rules, port, local names, literal address."""
+        target = validate_url(url, policy)
+        if target.ip is not None:
+            self.guard.vet([target.ip], target.port, policy)
+        return target
+
+    async def fetch(
+        self,
+        url: str,
+        policy: FetchPolicy,
+        *,
+        etag: str | None = None,
+        last_modified: str | None = None,
+        robots: RobotsChecker | None = None,
+        allow_truncation: bool = False,
+    ) -> FetchResult:
+        """GET ``url`` under ``policy``, following redirects; see the module docstring.
+
+        ``etag`` / ``last_modified`` make it a conditional GET (``not_modified`` on 304).
+        With ``robots``, every hop must be allowed by its origin's robots.txt
+        (``RobotsDisallowed`` otherwise). With ``allow_truncation``, a body over
+        ``max_download_bytes`` is cut there instead of raising ``TooLarge``. Non-2xx
+        statuses are results, not errors.
+        """
+        if self._state != "open":
+            raise SiftError("The fetcher is not open; call start() first.")
+        target = self.check_url(url, policy)
+        started = time.perf_counter()
+        timings = {"resolve_s": 0.0}
+        try:
+            async with asyncio.timeout(policy.timeout_s):
+                result = await self._follow(
+                    target, policy, etag, last_modified, robots, allow_truncation, timings
+                )
+        except TimeoutError as exc:
+            raise UpstreamTimeout(
+                f"The fetch did not finish within {policy.timeout_s:g} s."
+            ) from exc
+        timings["total_s"] = time.perf_counter() - started
+        return result
+
+    async def _follow(
+        self,
+        target: Target,
+        policy: FetchPolicy,
+        etag: str | None,
+        last_modified: str | None,
+        robots: RobotsChecker | None,
+        allow_truncation: bool,
+        timings: dict[str, float],
+    ) -> FetchResult:
+        origin_url = target.url
+        redirects: list[str] = []
+        seen = {target.url}
+        started = time.perf_counter()
+        while True:
+            if robots is not None and not await robots.allowed(target.url):
+                raise RobotsDisallowed(f"robots.txt at {target.origin} disallows this URL.")
+            resp = await self._open(target, policy, etag, last_modified, timings)
+            try:
+                location = resp.headers.get("Location")
+                if resp.status in REDIRECT_STATUSES and location:
+                    await _drain(resp)
+                    target = self._next_hop(target, location, policy, redirects, seen)
+                    continue
+                timings["headers_s"] = time.perf_counter() - started
+                body_started = time.perf_counter()
+                body, truncated = await _read_body(resp, policy, allow_truncation)
+                timings["body_s"] = time.perf_counter() - body_started
+                return _result(
+                    origin_url,
+                    target,
+                    resp,
+                    body,
+                    truncated,
+                    redirects,
+                    timings,
+                    etag,
+                    last_modified,
+                )
+            except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
+                raise translate(exc) from exc
+            finally:
+                resp.release()
+
+    def _next_hop(
+        self,
+        current: Target,
+        location: str,
+        policy: FetchPolicy,
+        redirects: list[str],
+        seen: set[str],
+    ) -> Target:
+        if len(redirects) >= policy.max_redirects:
+            raise TooManyRedirects(f"The URL redirected more than {policy.max_redirects} times.")
+        try:
+            nxt = self.check_url(urljoin(current.url, location.strip()), policy)
+        except (InvalidUrl, Blocked) as exc:
+            # The upstream chose this URL, not the caller: refuse it without detail.
+            raise Blocked(BLOCKED_MESSAGE) from exc
+        if nxt.url in seen:
+            raise TooManyRedirects("The URL redirects in a loop.")
+        redirects.append(current.url)
+        seen.add(nxt.url)
+        return nxt
+
+    async def _open(
+        self,
+        target: Target,
+        policy: FetchPolicy,
+        etag: str | None,
+        last_modified: str | None,
+        timings: dict[str, float],
+    ) -> aiohttp.ClientResponse:
+        """Resolve once, vet every answer, send to the first vetted address that connects."""
+        if target.ip is not None:
+            addresses = [target.ip]
+        else:
+            resolve_started = time.perf_counter()
+            addresses = await self._resolver.resolve(target.host, target.port)
+            timings["resolve_s"] += time.perf_counter() - resolve_started
+        vetted = self.guard.vet(addresses, target.port, policy)
+        headers = {
+            "Host": target.netloc,
+            "User-Agent": self.user_agent,
+            "Accept": ACCEPT,
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        tls_name = target.host if target.scheme == "https" and target.ip is None else None
+        session = self._pools.session(policy)
+        for i, ip in enumerate(vetted):
+            literal = f"[{ip}]" if ":" in ip else ip
+            try:
+                resp = await send(
+                    session,
+                    url=f"{target.scheme}://{literal}:{target.port}{target.target}",
+                    headers=headers,
+                    server_hostname=tls_name,
+                    policy=policy,
+                )
+            except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
+                if i + 1 < len(vetted) and is_connect_error(exc):
+                    continue
+                raise translate(exc) from exc
+            _check_headers(resp, policy)
+            return resp
+        raise AssertionError("unreachable: vet() returns at least one address")
+
+
+def _check_headers(resp: aiohttp.ClientResponse, policy: FetchPolicy) -> None:
+    size = sum(len(k) + len(v) + 4 for k, v in resp.raw_headers)
+    if len(resp.raw_headers) > policy.max_header_fields or size > policy.max_header_bytes:
+        resp.release()
+        raise TooLarge("The upstream's response headers exceed this caller's limits.")
+
+
+async def _drain(resp: aiohttp.ClientResponse) -> None:
+    length = resp.content_length
+    if length is not None and length <= DRAIN_REDIRECT_BYTES:
+        await resp.content.read(length)
+
+
+async def _read_body(
+    resp: aiohttp.ClientResponse, policy: FetchPolicy, allow_truncation: bool
+) -> tuple[bytes, bool]:
+    """The decoded body, never holding more than ``max_download_bytes`` (+1) of it."""
+    limit = policy.max_download_bytes
+    decoder = make_decoder(parse_content_encoding(resp.headers.get("Content-Encoding")), limit)
+    length = resp.content_length
+    if length is not None and length > limit and not allow_truncation:
+        raise TooLarge(f"The upstream announced {length} bytes; the limit is {limit}.")
+    body = bytearray()
+    wire = 0
+    async for chunk in resp.content.iter_chunked(CHUNK_BYTES):
+        wire += len(chunk)
+        body += decoder.feed(chunk)
+        if len(body) > limit or wire > limit:
+            break
+    else:
+        body += decoder.flush()
+    if len(body) > limit or wire > limit:
+        if not allow_truncation:
+            raise TooLarge(f"The upstream's body exceeds the limit of {limit} bytes.")
+        del body[limit:]
+        return bytes(body), True
+    return bytes(body), False
+
+
+def _header_dict(resp: aiohttp.ClientResponse) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw_name, raw_value in resp.raw_headers:
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("utf-8", "replace")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+def _result(
+    origin_url: str,
+    target: Target,
+    resp: aiohttp.ClientResponse,
+    body: bytes,
+    truncated: bool,
+    redirects: list[str],
+    timings: dict[str, float],
+    etag: str | None,
+    last_modified: str | None,
+) -> FetchResult:
+    headers = _header_dict(resp)
+    content_type = headers.get("content-type", "")
+    not_modified = resp.status == 304 and bool(etag or last_modified)
+    return FetchResult(
+        url=origin_url,
+        final_url=target.url,
+        status=resp.status,
+        headers=headers,
+        body=body,
+        content_type=content_type,
+        charset=detect_charset(body, content_type),
+        redirects=tuple(redirects),
+        timings=timings,
+        not_modified=not_modified,
+        etag=headers.get("etag") or (etag if not_modified else None),
+        last_modified=headers.get("last-modified") or (last_modified if not_modified else None),
+        truncated=truncated,
+    )

@@ -1,0 +1,240 @@
+"""Which addresses a fetch may connect to, decided by sift's own pinned table.
+
+``ipaddress.is_global`` is not used: its answers change between CPython releases and it
+calls some dangerous ranges global (6to4, Teredo and NAT64 embed arbitrary IPv4 addresses).
+Instead every address gets one of three categories from ``TABLE`` (most specific range wins):
+
+- ``public``: anyone may connect.
+- ``private``: loopback, RFC 1918, CGNAT, link-local (cloud metadata), ULA, benchmarking;
+  only a policy with ``allow_private`` (optionally narrowed to ``private_cidrs``) may connect.
+- ``forbidden``: unspecified, multicast, broadcast, reserved, documentation, IPv4-compatible,
+  NAT64, 6to4, Teredo and every IPv6 address outside global unicast ``2000::/3``: never.
+
+IPv4-mapped IPv6 (``::ffff:a.b.c.d``) is unwrapped first and judged (and connected to) as the
+IPv4 address. Two lab settings make the guard testable without weakening it:
+``extra_public_cidrs`` (ranges treated as public) and sift's own listening addresses, which
+are always refused so sift cannot be pointed at itself.
+
+Every refusal raises the same ``Blocked`` with the same message: callers learn nothing about
+which rule fired.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sift.errors import Blocked, ConfigError
+from sift.fetch.policy import FetchPolicy
+
+Category = Literal["public", "private", "forbidden"]
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+BLOCKED_MESSAGE = (
+    "sift will not fetch this URL for this caller: it names or leads to a host, address or "
+    "port outside the caller's egress policy."
+)
+
+log = logging.getLogger("sift.fetch.egress")
+
+
+@dataclass(frozen=True)
+class Range:
+    """One row of the classifier table."""
+
+    network: IPNetwork
+    category: Category
+    name: str
+
+
+def _row(cidr: str, category: Category, name: str) -> Range:
+    return Range(ipaddress.ip_network(cidr), category, name)
+
+
+# The pinned table. Order does not matter: lookups take the most specific match.
+TABLE: tuple[Range, ...] = (
+    # IPv4
+    _row("0.0.0.0/8", "forbidden", "this network (0.0.0.0 reaches the local host)"),
+    _row("10.0.0.0/8", "private", "private use"),
+    _row("100.64.0.0/10", "private", "shared address space (CGNAT)"),
+    _row("127.0.0.0/8", "private", "loopback"),
+    _row("169.254.0.0/16", "private", "link-local (cloud metadata)"),
+    _row("172.16.0.0/12", "private", "private use"),
+    _row("192.0.0.0/24", "forbidden", "IETF protocol assignments"),
+    _row("192.0.2.0/24", "forbidden", "documentation (TEST-NET-1)"),
+    _row("192.88.99.0/24", "forbidden", "6to4 relay anycast"),
+    _row("192.168.0.0/16", "private", "private use"),
+    _row("198.18.0.0/15", "private", "benchmarking"),
+    _row("198.51.100.0/24", "forbidden", "documentation (TEST-NET-2)"),
+    _row("203.0.113.0/24", "forbidden", "documentation (TEST-NET-3)"),
+    _row("224.0.0.0/4", "forbidden", "multicast"),
+    _row("240.0.0.0/4", "forbidden", "reserved"),
+    _row("255.255.255.255/32", "forbidden", "limited broadcast"),
+    # IPv6 (anything outside 2000::/3 that no row names is forbidden, see classify)
+    _row("::/128", "forbidden", "unspecified (:: reaches the local host)"),
+    _row("::1/128", "private", "loopback"),
+    _row("::/96", "forbidden", "IPv4-compatible (deprecated)"),
+    _row("64:ff9b::/96", "forbidden", "NAT64"),
+    _row("64:ff9b:1::/48", "forbidden", "local-use NAT64"),
+    _row("100::/64", "forbidden", "discard-only"),
+    _row("2001::/23", "forbidden", "IETF protocol assignments"),
+    _row("2001::/32", "forbidden", "Teredo"),
+    _row("2001:db8::/32", "forbidden", "documentation"),
+    _row("2002::/16", "forbidden", "6to4"),
+    _row("3fff::/20", "forbidden", "documentation"),
+    _row("fc00::/7", "private", "unique local"),
+    _row("fe80::/10", "private", "link-local"),
+    _row("fec0::/10", "private", "site-local (deprecated)"),
+    _row("ff00::/8", "forbidden", "multicast"),
+)
+
+_GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+_BY_SPECIFICITY = sorted(TABLE, key=lambda r: r.network.prefixlen, reverse=True)
+
+
+def parse_ip(text: str) -> IPAddress | None:
+    """The address ``text`` spells in canonical form (no brackets, no zone), else ``None``."""
+    try:
+        return ipaddress.ip_address(text.strip("[]"))
+    except ValueError:
+        return None
+
+
+def unwrap(address: IPAddress) -> IPAddress:
+    """IPv4-mapped IPv6 (``::ffff:a.b.c.d``) becomes the IPv4 address it carries."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def lookup(address: IPAddress) -> Range | None:
+    """The most specific table row containing ``address`` (already unwrapped), if any."""
+    for row in _BY_SPECIFICITY:
+        if row.network.version == address.version and address in row.network:
+            return row
+    return None
+
+
+def classify(address: IPAddress | str, extra_public: Iterable[IPNetwork] = ()) -> Category:
+    """The category of one address. Raises ``ValueError`` for a string that is no IP."""
+    ip = unwrap(ipaddress.ip_address(address) if isinstance(address, str) else address)
+    if any(ip.version == net.version and ip in net for net in extra_public):
+        return "public"
+    row = lookup(ip)
+    if row is not None:
+        return row.category
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+        return "forbidden"
+    return "public"
+
+
+def _parse_networks(cidrs: Iterable[str], setting: str) -> tuple[IPNetwork, ...]:
+    try:
+        return tuple(ipaddress.ip_network(c.strip(), strict=False) for c in cidrs)
+    except ValueError as exc:
+        raise ConfigError(f"{setting}: {exc}") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def _private_networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    return _parse_networks(cidrs, "private_cidrs")
+
+
+def _parse_own(entry: str) -> tuple[IPAddress, int | None]:
+    """``"ip"``, ``"ip:port"``, ``"[v6]"`` or ``"[v6]:port"`` → (address, port or None)."""
+    text = entry.strip()
+    port: int | None = None
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            port = int(rest.removeprefix(":"))
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+        port = int(port_text)
+    else:
+        host = text
+    return unwrap(ipaddress.ip_address(host)), port
+
+
+class EgressGuard:
+    """Applies the table plus the lab settings to one policy at a time.
+
+    Construct once per ``Fetcher``; raises ``ConfigError`` for malformed settings.
+    """
+
+    def __init__(
+        self, *, extra_public_cidrs: Sequence[str] = (), own_addresses: Sequence[str] = ()
+    ) -> None:
+        self._extra_public = _parse_networks(extra_public_cidrs, "egress.extra_public_cidrs")
+        try:
+            self._own = tuple(_parse_own(entry) for entry in own_addresses)
+        except ValueError as exc:
+            raise ConfigError(f"own listening address: {exc}") from exc
+
+    def category(self, address: IPAddress) -> Category:
+        return classify(address, self._extra_public)
+
+    def _is_own(self, ip: IPAddress, port: int) -> bool:
+        for own_ip, own_port in self._own:
+            if own_port is not None and own_port != port:
+                continue
+            if own_ip == ip:
+                return True
+            # A wildcard bind listens on every local address: refuse every non-public one.
+            if own_ip.is_unspecified and classify(ip) != "public":
+                return True
+        return False
+
+    def permits(self, address: IPAddress | str, port: int, policy: FetchPolicy) -> bool:
+        """Whether ``policy`` may connect to ``address``:``port`` (ports included)."""
+        ip = unwrap(ipaddress.ip_address(address) if isinstance(address, str) else address)
+        reason = self._refusal(ip, port, policy)
+        if reason is not None:
+            log.debug("egress refused %s port %d: %s", ip, port, reason)
+        return reason is None
+
+    def _refusal(self, ip: IPAddress, port: int, policy: FetchPolicy) -> str | None:
+        if not self.port_allowed(port, policy):
+            return "port not allowed"
+        if self._is_own(ip, port):
+            return "sift's own listening address"
+        category = self.category(ip)
+        if category == "public":
+            return None
+        if category == "forbidden":
+            return "forbidden range"
+        if not policy.allow_private:
+            return "private address"
+        nets = _private_networks(policy.private_cidrs)
+        if nets and not any(ip.version == n.version and ip in n for n in nets):
+            return "private address outside private_cidrs"
+        return None
+
+    @staticmethod
+    def port_allowed(port: int, policy: FetchPolicy) -> bool:
+        return policy.allowed_ports is None or port in policy.allowed_ports
+
+    def vet(self, addresses: Sequence[str], port: int, policy: FetchPolicy) -> list[str]:
+        """Classify every resolved address; refuse if any one is not allowed.
+
+        Returns the connectable literals (mapped IPv6 unwrapped, duplicates dropped, order
+        kept). Raises ``Blocked`` if the list is empty or any address is refused: a name
+        that answers with a public and a private address is refused outright, so which
+        address a retry picks can never matter.
+        """
+        vetted: list[str] = []
+        for text in addresses:
+            ip = parse_ip(text)
+            if ip is None or not self.permits(ip, port, policy):
+                raise Blocked(BLOCKED_MESSAGE)
+            literal = str(unwrap(ip))
+            if literal not in vetted:
+                vetted.append(literal)
+        if not vetted:
+            raise Blocked(BLOCKED_MESSAGE)
+        return vetted

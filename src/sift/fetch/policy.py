@@ -1,0 +1,54 @@
+"""The plain-data egress and bounds policy one fetch runs under.
+
+The service maps a caller's class (``fleet``, ``restricted``) onto a ``FetchPolicy``;
+``fetch/`` never reads settings itself. Every limit a hostile upstream could push on is here,
+so that tests (and operators) set them explicitly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    """What one caller class may reach and how much it may spend doing so.
+
+    ``allow_private``: may connect to private, loopback and link-local addresses (never to
+    unspecified, multicast, reserved, documentation or translation ranges, nor to sift itself).
+    ``private_cidrs``: when non-empty, only private addresses inside these ranges are allowed.
+    ``allowed_ports``: ``None`` allows any port; otherwise the only ports a URL may name.
+    ``timeout_s``: one total deadline for the whole fetch, across every redirect hop and the
+    whole body (a slow drip ends here). ``connect_timeout_s`` bounds each TCP connect.
+    ``pool``: connection pool name; pools are further split by the egress fields, so a
+    connection opened under one policy is never reused under a stricter one.
+    """
+
+    allow_private: bool
+    private_cidrs: tuple[str, ...] = ()
+    allowed_ports: frozenset[int] | None = None
+    max_redirects: int = 10
+    max_download_bytes: int = 16 << 20
+    connect_timeout_s: float = 10.0
+    timeout_s: float = 30.0
+    max_header_bytes: int = 64 << 10
+    max_header_fields: int = 100
+    pool: str = "fleet"
+
+
+RESTRICTED_PORTS: frozenset[int] = frozenset({80, 443})
+
+
+def restricted_policy(extra_ports: frozenset[int] = frozenset(), **overrides: Any) -> FetchPolicy:
+    """The ``restricted`` defaults: public addresses only, ports 80/443 (+ extras), 5 redirects.
+
+    ``overrides`` replace any other field (tests shorten ``timeout_s``, for instance).
+    """
+    base = FetchPolicy(
+        allow_private=False,
+        allowed_ports=RESTRICTED_PORTS | extra_ports,
+        max_redirects=5,
+        pool="restricted",
+    )
+    return replace(base, **overrides)

@@ -1,0 +1,204 @@
+"""robots.txt per RFC 9309, parsed by protego, cached per origin.
+
+Outcome of fetching ``<origin>/robots.txt`` (through the same guarded fetcher, same policy):
+
+- 2xx: the rules apply (the first 512 KiB are parsed; RFC 9309 asks for at least 500 KiB).
+- redirects are followed within the policy's limit; a longer chain counts as unavailable.
+- 4xx (except 429): unavailable → everything is allowed.
+- 429, 5xx, or unreachable (DNS, connect, TLS, timeout, refused by the egress guard):
+  everything is disallowed. sift treats 429 like a server error, as major crawlers do.
+
+Results are cached per origin for ``ttl_s`` (24 h by default); failures (429, 5xx,
+unreachable) only for ``error_ttl_s``, so a site that comes back is not shut out for a day.
+``Crawl-delay`` is exposed for the batch runner. The ``user_agent_token`` (``sift``) is the
+name matched against ``User-agent`` lines; the request itself carries the fetcher's honest
+User-Agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol
+
+from protego import Protego
+
+from sift.errors import SiftError, TooManyRedirects
+from sift.fetch.policy import FetchPolicy
+from sift.fetch.url import validate_url
+
+if TYPE_CHECKING:
+    from sift.fetch.client import Fetcher
+
+ROBOTS_MAX_BYTES = 512 << 10
+UNREACHABLE = 0  # the status stored when robots.txt could not be fetched at all
+UNAVAILABLE = 404  # the status stored for a redirect chain longer than the policy allows
+_PARSED_CACHE_SIZE = 1024
+
+
+class RobotsCache(Protocol):
+    """Where fetched robots.txt files live between checks (the dcache in production)."""
+
+    async def get(self, origin: str) -> tuple[int, bytes, int] | None:
+        """``(status, body, fetched_at)`` for ``origin``, or ``None``."""
+        ...
+
+    async def put(self, origin: str, status: int, body: bytes, fetched_at: int) -> None: ...
+
+
+class MemoryRobotsCache:
+    """A dict-backed ``RobotsCache`` for tests and single-process use."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[int, bytes, int]] = {}
+
+    async def get(self, origin: str) -> tuple[int, bytes, int] | None:
+        return self.entries.get(origin)
+
+    async def put(self, origin: str, status: int, body: bytes, fetched_at: int) -> None:
+        self.entries[origin] = (status, body, fetched_at)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The decision for one origin: allow all, disallow all, or what the parser says."""
+
+    status: int
+    parser: Protego | None
+
+    @property
+    def disallow_all(self) -> bool:
+        return self.status == UNREACHABLE or self.status == 429 or self.status >= 500
+
+    def allowed(self, url: str, token: str) -> bool:
+        if self.disallow_all:
+            return False
+        if self.parser is None:
+            return True
+        return bool(self.parser.can_fetch(url, token))
+
+    def crawl_delay(self, token: str) -> float | None:
+        if self.parser is None:
+            return None
+        delay = self.parser.crawl_delay(token)
+        return float(delay) if delay is not None else None
+
+
+def rules_for(status: int, body: bytes) -> Rules:
+    if 200 <= status < 300:
+        text = body[:ROBOTS_MAX_BYTES].decode("utf-8", "replace")
+        return Rules(status, Protego.parse(text))
+    return Rules(status, None)
+
+
+class RobotsChecker:
+    """Answers "may sift fetch this URL?" for one policy, fetching robots.txt as needed.
+
+    ``now`` returns unix seconds (defaults to ``time.time``); tests pass a fixed clock.
+    Concurrent checks for one origin share a single robots.txt fetch.
+    """
+
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        policy: FetchPolicy,
+        cache: RobotsCache,
+        user_agent_token: str,
+        now: Callable[[], float] | None = None,
+        ttl_s: int = 86400,
+        error_ttl_s: int = 600,
+    ) -> None:
+        self._fetcher = fetcher
+        self._policy = replace(
+            policy, max_download_bytes=min(policy.max_download_bytes, ROBOTS_MAX_BYTES)
+        )
+        self._cache = cache
+        self.token = user_agent_token
+        self._now = now or time.time
+        self._ttl_s = ttl_s
+        self._error_ttl_s = error_ttl_s
+        self._parsed: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
+        self._inflight: dict[str, asyncio.Future[Rules]] = {}
+
+    async def allowed(self, url: str) -> bool:
+        """Whether robots.txt of ``url``'s origin lets ``user_agent_token`` fetch it."""
+        target = validate_url(url)
+        rules = await self.rules(target.origin)
+        return rules.allowed(target.url, self.token)
+
+    async def crawl_delay(self, url: str) -> float | None:
+        """The origin's ``Crawl-delay`` for our token, in seconds, if it sets one."""
+        rules = await self.rules(validate_url(url).origin)
+        return rules.crawl_delay(self.token)
+
+    async def rules(self, origin: str) -> Rules:
+        """The rules for ``origin`` (``scheme://host[:port]``), from cache or a fetch."""
+        while (pending := self._inflight.get(origin)) is not None:
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise
+                # The task loading this origin was cancelled, not us: load it ourselves.
+        future: asyncio.Future[Rules] = asyncio.get_running_loop().create_future()
+        self._inflight[origin] = future
+        try:
+            rules = await self._load(origin)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark it retrieved: no waiter is not an error
+            raise
+        else:
+            future.set_result(rules)
+            return rules
+        finally:
+            del self._inflight[origin]
+
+    async def _load(self, origin: str) -> Rules:
+        now = int(self._now())
+        cached = await self._cache.get(origin)
+        if cached is not None and self._fresh(cached[0], cached[2], now):
+            return self._parse_cached(origin, cached)
+        status, body = await self._fetch(origin)
+        await self._cache.put(origin, status, body, now)
+        return self._parse_cached(origin, (status, body, now))
+
+    def _fresh(self, status: int, fetched_at: int, now: int) -> bool:
+        ttl = (
+            self._ttl_s
+            if not rules_for(status, b"").disallow_all
+            else min(self._ttl_s, self._error_ttl_s)
+        )
+        return 0 <= now - fetched_at < ttl
+
+    def _parse_cached(self, origin: str, entry: tuple[int, bytes, int]) -> Rules:
+        status, body, fetched_at = entry
+        hit = self._parsed.get(origin)
+        if hit is not None and hit[0] == fetched_at:
+            self._parsed.move_to_end(origin)
+            return hit[1]
+        rules = rules_for(status, body)
+        self._parsed[origin] = (fetched_at, rules)
+        if len(self._parsed) > _PARSED_CACHE_SIZE:
+            self._parsed.popitem(last=False)
+        return rules
+
+    async def _fetch(self, origin: str) -> tuple[int, bytes]:
+        try:
+            result = await self._fetcher.fetch(
+                f"{origin}/robots.txt", self._policy, allow_truncation=True
+            )
+        except TooManyRedirects:
+            return UNAVAILABLE, b""
+        except SiftError:
+            return UNREACHABLE, b""
+        if 300 <= result.status < 400:
+            return UNAVAILABLE, b""
+        return result.status, result.body
