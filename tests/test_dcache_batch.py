@@ -245,9 +245,10 @@ def test_rule5_sweep_deletes_jobs_whose_lease_ran_out_with_their_targets(db: DB)
 
 def test_rule6_evict_oldest_whole_finished_jobs_never_live_ones(db: DB) -> None:
     with_result_bytes(db, job("live-oldest", lease=50), 30, status="running")
-    with_result_bytes(db, job("a", lease=100), 10, status="done")
-    with_result_bytes(db, job("b", lease=110), 20, status="partial")
-    with_result_bytes(db, job("d", lease=120), 5, status="failed")
+    # created_at runs against lease order: eviction goes by lease.
+    with_result_bytes(db, job("a", created_at=30, lease=100), 10, status="done")
+    with_result_bytes(db, job("b", created_at=20, lease=110), 20, status="partial")
+    with_result_bytes(db, job("d", created_at=10, lease=120), 5, status="failed")
     add_job(db, job("queued-empty", lease=10))
     assert db.batch_nbytes() == 65
 

@@ -325,3 +325,34 @@ def test_close_is_idempotent_and_later_calls_raise(tmp_path: Path) -> None:
     ):
         with pytest.raises(StoreError, match="closed"):
             call()
+
+
+def test_hit_recency_is_written_at_close_and_in_bounded_batches(tmp_path: Path) -> None:
+    path = tmp_path / "sift.db"
+    db = DB.open(path, compress_level=0)
+    a = db.put_body(noise(1000, 1), 100)
+    db.put_body(noise(1000, 2), 100)  # b
+    db.get_body(a, 101)  # a hit is a read; its recency waits in memory ...
+    db.close()  # ... and is written at close
+    db = DB.open(path, max_bytes=1000, compress_level=0)
+    assert db.evict() == 1
+    assert db.get_body(a, 102) is not None  # b went, a stayed
+
+    many = [db.put_body(noise(10, 100 + i), 200) for i in range(300)]
+    for d in many:
+        db.get_body(d, 500)
+    # The 256th distinct hit wrote the pending recency; the last 44 still wait in memory.
+    assert side_check(path, "SELECT count(*) FROM body WHERE accessed_at = 500") == [(256,)]
+    db.close()
+    assert side_check(path, "SELECT count(*) FROM body WHERE accessed_at = 500") == [(300,)]
+
+
+def test_get_page_render_is_one_call_for_the_common_hit(raw_db: DB) -> None:
+    a = raw_db.put_body(b"<p>hi</p>", 100)
+    raw_db.put_page("k", page(a), 100)
+    assert raw_db.get_page_render("missing", "md", 101) is None
+    assert raw_db.get_page_render("k", "md", 101) == (page(a), None)
+    raw_db.put_render(a, "md", b"hi", 102)
+    assert raw_db.get_page_render("k", "md", 103) == (page(a), b"hi")
+    s = raw_db.stats()
+    assert (s["page_hits"], s["page_misses"], s["render_hits"], s["render_misses"]) == (2, 1, 1, 1)

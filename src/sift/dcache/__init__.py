@@ -14,7 +14,8 @@ from sift.dcache.batch import (
     JobStatus,
     TargetStatus,
 )
-from sift.dcache.db import DB, PageEntry, body_digest
+from sift.dcache.content import PageEntry, body_digest
+from sift.dcache.db import DB
 
 __all__ = [
     "CLASS_FLEET",

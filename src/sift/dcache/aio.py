@@ -1,26 +1,34 @@
 """``AsyncDB``: the database for asyncio code, without blocking the event loop.
 
-Thread model. One ``DB`` has one ``sqlite3`` connection, and one thread uses it: the single
-worker of the executor below. Every ``await adb.run(DB.method, *args)`` is queued to that
-thread and runs to completion before the next, so each DB method is one atomic step whatever
-the number of tasks awaiting: no second connection, no "database is locked", no lost update.
+Thread model. One ``DB`` has one ``sqlite3`` connection, and one thread uses it: the worker
+thread below. ``await adb.run(DB.method, *args)`` puts the call on a FIFO queue; the worker
+runs calls one at a time, in order, each to completion, so every DB method is one atomic step
+whatever the number of tasks awaiting: no second connection, no "database is locked", no lost
+update.
 
 - In async code: always ``await adb.run(DB.some_method, ...)``.
 - ``adb.db`` (the sync DB) is for start-up code before the event loop serves requests (e.g.
   ``mark_in_flight_failed`` in ``serve``) and for tests; never call it from a coroutine while
   ``run`` calls may be in flight.
-- A cancelled ``await`` does not undo its call: the method still runs (or has run) to the end
-  on the worker, so the database never sees half a method.
+- A call, once submitted, runs to the end even if the awaiting task is cancelled: the database
+  never sees half a method, and a cancelled write may still have happened.
+
+Why not ``loop.run_in_executor``: the worker takes every call already queued (up to 64) and
+hands their results back to the loop in one ``call_soon_threadsafe``, so a burst of requests
+pays one thread wake-up per batch instead of one per call (bench/dcache.py: about 2x faster
+one by one, 3x with hundreds of tasks at once).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from sift.dcache.codec import DEFAULT_LEVEL
 from sift.dcache.db import DB
@@ -29,6 +37,69 @@ from sift.errors import StoreError
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# Calls run back to back before their results are handed to the loop.
+_BATCH: Final = 64
+
+_Call = tuple[Callable[[], Any], "asyncio.Future[Any]"]
+_Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
+
+
+def _deliver(outcomes: list[_Outcome]) -> None:
+    """On the loop: resolve each future (one whose task was cancelled is skipped)."""
+    for fut, value, exc in outcomes:
+        if fut.done():
+            continue
+        if exc is None:
+            fut.set_result(value)
+        else:
+            fut.set_exception(exc)
+
+
+class _Worker:
+    """The one thread that runs DB calls, in submission order."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        # Daemon: a process that exits without close() must not hang on this thread; SQLite's
+        # transactions keep the file consistent even if it stops mid-call.
+        self._thread = threading.Thread(target=self._loop, name="sift-dcache", daemon=True)
+        self._thread.start()
+
+    def submit(self, call: Callable[[], R]) -> asyncio.Future[R]:
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.put((call, fut))
+        return fut
+
+    def stop(self) -> None:
+        """Let the queued calls run, then end the thread."""
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < _BATCH and batch[-1] is not None:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            outcomes: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+            for item in batch:
+                if item is None:
+                    break
+                call, fut = item
+                try:
+                    outcome: _Outcome = (fut, call(), None)
+                except BaseException as exc:  # noqa: BLE001 - re-raised by the awaiting task
+                    outcome = (fut, None, exc)
+                outcomes.setdefault(fut.get_loop(), []).append(outcome)
+            for loop, done in outcomes.items():
+                # RuntimeError: that loop is closed, so nobody is waiting any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_deliver, done)
+            if batch[-1] is None:
+                return
+
 
 class AsyncDB:
     """A DB driven from one dedicated worker thread."""
@@ -36,7 +107,7 @@ class AsyncDB:
     def __init__(self, db: DB) -> None:
         """Take ownership of ``db``: from now on only the worker thread should use it."""
         self.db = db
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sift-dcache")
+        self._worker = _Worker()
         self._closed = False
 
     @classmethod
@@ -48,18 +119,17 @@ class AsyncDB:
         compress_level: int = DEFAULT_LEVEL,
     ) -> AsyncDB:
         """``DB.open`` on a worker thread (opening migrates, which may take a moment)."""
-        loop = asyncio.get_running_loop()
+        worker = _Worker()
         opener = functools.partial(
             DB.open, path, max_bytes=max_bytes, compress_level=compress_level
         )
-        self = cls.__new__(cls)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sift-dcache")
-        self._closed = False
         try:
-            self.db = await loop.run_in_executor(self._executor, opener)
+            db = await worker.submit(opener)
         except BaseException:
-            self._executor.shutdown(wait=False)
+            worker.stop()
             raise
+        self = cls.__new__(cls)
+        self.db, self._worker, self._closed = db, worker, False
         return self
 
     async def run(
@@ -71,17 +141,15 @@ class AsyncDB:
         """
         if self._closed:
             raise StoreError(f"database {self.db.path} is closed")
-        call = functools.partial(method, self.db, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        return await self._worker.submit(functools.partial(method, self.db, *args, **kwargs))
 
     async def close(self) -> None:
         """Let queued calls finish, close the DB, stop the worker. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        loop = asyncio.get_running_loop()
         try:
             # Queued behind every call already submitted, so those complete first.
-            await loop.run_in_executor(self._executor, self.db.close)
+            await self._worker.submit(self.db.close)
         finally:
-            self._executor.shutdown(wait=True)
+            self._worker.stop()

@@ -58,6 +58,7 @@ class StoreBase:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    self._on_write(conn)
                     yield conn
                 except BaseException:
                     if conn.in_transaction:
@@ -69,6 +70,10 @@ class StoreBase:
                     conn.execute("ROLLBACK")
                 raise StoreError(f"database {self.path}: {exc}") from exc
 
+    def _on_write(self, conn: sqlite3.Connection) -> None:
+        """Hook run at the start of every write transaction (the content cache writes the
+        recency it has kept in memory). Overrides call super()."""
+
     def close(self) -> None:
         """Close the connection. Idempotent; every other method raises StoreError afterwards."""
         with self._lock:
@@ -76,8 +81,12 @@ class StoreBase:
             if conn is None:
                 return
             try:
-                # Best effort (closing must succeed even on a broken file): the statistics
-                # upkeep SQLite recommends before closing a long-lived handle.
+                # Best effort (closing must succeed even on a broken file): write what the
+                # _on_write hook holds, then the statistics upkeep SQLite recommends.
+                with suppress(sqlite3.Error):
+                    conn.execute("BEGIN IMMEDIATE")
+                    self._on_write(conn)
+                    conn.execute("COMMIT")
                 with suppress(sqlite3.Error):
                     conn.execute("PRAGMA optimize")
             finally:
