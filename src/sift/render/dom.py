@@ -1,8 +1,8 @@
 """HTML parsing and the cleaning every render shares.
 
 ``parse_html`` turns UTF-8 bytes into an lxml tree with bounded cost: libxml2's HTML parser is
-iterative, caps nesting depth (without ``huge_tree`` deeper nodes are flattened, never
-recursed into) and never touches the network. ``clean`` then removes everything that is never
+iterative, caps nesting depth at 2048 (deeper content is dropped) and never touches the
+network. ``clean`` then removes everything that is never
 content in any format: scripts, styles, templates, embedded objects, form controls and hidden
 elements. Removal keeps each removed element's tail text, so no visible words are lost.
 """
@@ -80,6 +80,9 @@ _PARSER_OPTS: dict[str, Any] = {
     "no_network": True,
     "collect_ids": False,
     "default_doctype": False,
+    # Lifts libxml2's 10 MB text-node limit (a 50 MB one-line page keeps its text); nesting
+    # stays capped at 2048 levels, deeper content is dropped by the parser.
+    "huge_tree": True,
 }
 
 
@@ -93,6 +96,12 @@ def parse_html(body_utf8: bytes) -> Any:
     except (etree.ParserError, etree.XMLSyntaxError, ValueError):
         return None
     return root
+
+
+def flat_text(root: Any) -> str:
+    """All text of ``root``, one line per text node; iterative, for trees too deep to walk."""
+    lines = (" ".join(t.split()) for t in root.itertext())
+    return "\n".join(line for line in lines if line)
 
 
 def remove(el: Any) -> None:

@@ -16,14 +16,11 @@ false alarm (``<div class="post has-header-image">``), so it does not sink the a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sift.render.patterns import STRONG, WEAK, boiler_kind, is_content_hint
-
-_NONWS = re.compile(r"\S+")
 
 PARA_TAGS = frozenset(
     {"p", "pre", "blockquote", "li", "td", "dd", "h2", "h3", "h4", "h5", "h6", "figcaption"}
@@ -52,9 +49,10 @@ DEFAULT_WEIGHTS = Weights()
 
 
 def _chars(text: str | None) -> int:
+    """Non-whitespace characters of ``text`` (C-speed counts, no per-word objects)."""
     if not text:
         return 0
-    return sum(len(m) for m in _NONWS.findall(text))
+    return len(text) - text.count(" ") - text.count("\n") - text.count("\t") - text.count("\r")
 
 
 @dataclass

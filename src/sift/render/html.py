@@ -78,7 +78,6 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
         body = root
     warnings: list[str] = []
     links: list[dict[str, str]] | None = [] if options.links else None
-    markdown = options.format == "markdown"
 
     if chooser is not None:
         matched = [el for el in chooser(root) if el is not root]
@@ -86,11 +85,8 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
             warnings.append("selector_no_match")
         # The caller chose the content: render every match in full, in document order.
         top = [el for el in matched if not any(a in matched for a in el.iterancestors())]
-        if options.format == "html":
-            content = "\n".join(_clean_html(el, None, base_url) for el in top)
-        else:
-            em = Emitter(markdown=markdown, base_url=base_url, links=links)
-            content = "\n\n".join(c for c in (em.render(el) for el in top) if c)
+        parts = (_emit(el, None, options, base_url, links) for el in top)
+        content = ("\n" if options.format == "html" else "\n\n").join(p for p in parts if p)
         return Rendered(title, lang, content, links or [], warnings, "sift-selector")
 
     container: Any = body
@@ -125,10 +121,16 @@ def _emit(
     base_url: str,
     links: list[dict[str, str]] | None,
 ) -> str:
-    if options.format == "html":
-        return _clean_html(container, skip, base_url, links)
-    em = Emitter(markdown=options.format == "markdown", base_url=base_url, skip=skip, links=links)
-    return em.render(container)
+    try:
+        if options.format == "html":
+            return _clean_html(container, skip, base_url, links)
+        em = Emitter(
+            markdown=options.format == "markdown", base_url=base_url, skip=skip, links=links
+        )
+        return em.render(container)
+    except RecursionError:
+        # Nesting deeper than Python's stack (the parser allows 2048 levels): plain text.
+        return dom.flat_text(container)
 
 
 def _clean_html(
