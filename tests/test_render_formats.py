@@ -24,9 +24,11 @@ ARTICLE = """<html lang="en"><head><title>Big Story</title></head><body>
 <div class="share-bar"><a href="/s/fb">Share on Facebook</a> <a href="/s/x">Share on X</a></div>
 <p>The third paragraph closes the story with a quote and a look at what comes next for all.</p>
 </article>
-<section class="comments"><p>Comment: I disagree with every single word of this fine article here.</p></section>
+<section class="comments">
+<p>Comment: I disagree with every single word of this fine article here.</p></section>
 </main>
-<aside><h3>Related</h3><ul><li><a href="/a">Another story</a></li><li><a href="/b">More</a></li></ul></aside>
+<aside><h3>Related</h3>
+<ul><li><a href="/a">Another story</a></li><li><a href="/b">More</a></li></ul></aside>
 <footer><p>Copyright 2024 Example News. All rights reserved. Contact us at the address.</p></footer>
 </body></html>"""
 
@@ -58,7 +60,8 @@ def test_selector_and_exclude() -> None:
     out = r(ARTICLE, selector="article", exclude=("p:nth-of-type(2)", ".byline"), format="text")
     assert out.content.split("\n\n")[:2] == [
         "Big Story",
-        "The first paragraph of the story explains what happened in plenty of words, enough to count.",
+        "The first paragraph of the story explains what happened in plenty of words, "
+        "enough to count.",
     ]
     assert "second paragraph" not in out.content
     assert r(ARTICLE, selector="table.none").warnings == ["selector_no_match"]
@@ -107,7 +110,8 @@ def test_json_is_pretty_printed() -> None:
 def test_rss_becomes_items_with_titles_and_links() -> None:
     rss = (
         '<?xml version="1.0"?><rss version="2.0"><channel><title>Feed</title>'
-        "<item><title>One</title><link>https://e.com/1</link><description>&lt;p&gt;First &lt;b&gt;item&lt;/b&gt;&lt;/p&gt;</description></item>"
+        "<item><title>One</title><link>https://e.com/1</link>"
+        "<description>&lt;p&gt;First &lt;b&gt;item&lt;/b&gt;&lt;/p&gt;</description></item>"
         "<item><title>Two</title><link>https://e.com/2</link></item></channel></rss>"
     )
     out = r(rss, "application/rss+xml")
