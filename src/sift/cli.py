@@ -8,15 +8,20 @@ bad configuration or usage — never with a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import logging
+import multiprocessing
+import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from sift import __version__
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
 from sift.errors import ConfigError, SiftError
+from sift.fetch import Fetcher
 
 EXIT_CONFIG = 2
 
@@ -74,7 +79,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    app = create_app(settings, db)
+    # Rendering is CPU-bound: a process pool uses every core and keeps the event loop free.
+    # "spawn", because forking a process that already runs threads is unsafe.
+    workers = settings.render_workers or os.cpu_count() or 1
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    app = create_app(settings, db, build_fetcher(settings), render_executor=pool)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     uvicorn.run(
         app,
@@ -87,6 +96,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
     )
     return 0
+
+
+def build_fetcher(settings: Settings) -> Fetcher:
+    """The process's one fetcher, configured from settings (not started)."""
+    host, port = settings.listen_host_port
+    own = []
+    with contextlib.suppress(ValueError):
+        ip = ipaddress.ip_address(host)
+        own.append(f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}")
+    return Fetcher(
+        user_agent=settings.user_agent,
+        extra_public_cidrs=settings.egress.extra_public_cidrs,
+        static_hosts=settings.egress.resolve,
+        own_addresses=own,
+    )
 
 
 def cmd_keys_add(args: argparse.Namespace) -> int:

@@ -59,6 +59,13 @@ class CacheSettings:
             size=True,
         ),
     )
+    hot_bytes: int = field(
+        default=64 << 20,
+        metadata=_doc(
+            "In-process copy of recently served renders, so cache hits skip the database.",
+            size=True,
+        ),
+    )
     default_max_age_s: int = field(
         default=3600,
         metadata=_doc(
@@ -214,6 +221,10 @@ class Settings:
         metadata=_doc(
             "Largest request body the API accepts (batch submissions included).", size=True
         ),
+    )
+    render_workers: int = field(
+        default=0,
+        metadata=_doc("Processes that render pages (sift serve); 0 means one per CPU core."),
     )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=_doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
@@ -543,6 +554,8 @@ def validate(settings: Settings, where: str) -> None:
                 raise ConfigError(f"{where}: classes.{cls_name}.extra_ports: bad port {port}")
     for cidr in settings.egress.extra_public_cidrs:
         _check_cidr(cidr, where, "egress.extra_public_cidrs")
+    if settings.render_workers < 0:
+        raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(settings.batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")

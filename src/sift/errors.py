@@ -59,6 +59,10 @@ class SiftError(Exception):
         """The error envelope every front end returns: ``{"error": {code, message, hint}}``."""
         return {"error": {"code": self.code, "message": self.message, "hint": self.hint}}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep message and hint across pickling (errors cross the render process pool).
+        return (_rebuild, (type(self), self.message, self.hint, self.headers))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, hint={self.hint!r})"
 
@@ -200,6 +204,14 @@ class UpstreamTimeout(UpstreamError):
     default_hint = (
         "The upstream was too slow; retry later or raise timeout_s within your class limit."
     )
+
+
+def _rebuild(
+    cls: type[SiftError], message: str, hint: str, headers: dict[str, str]
+) -> SiftError:
+    err = cls(message, hint=hint)
+    err.headers = headers
+    return err
 
 
 def all_error_classes() -> list[type[SiftError]]:

@@ -1,12 +1,15 @@
 """The FastAPI application: wiring in one place.
 
-``create_app(settings, db)`` builds the app; its lifespan starts the database worker
-thread and closes it at shutdown. Nothing here runs at import time.
+``create_app(settings, db, fetcher)`` builds the app over an opened database and an
+unstarted fetcher; its lifespan starts the database worker thread, the fetcher and the
+render pool, and closes them at shutdown. Nothing here runs at import time.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -14,21 +17,49 @@ from fastapi.responses import Response
 
 from sift import __version__
 from sift.api.errors import install_error_handlers
+from sift.api.fetch_routes import install_fetch_routes
+from sift.api.observe import ObserveMiddleware
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
+from sift.fetch import Fetcher
 from sift.jsonio import dumps
+from sift.metrics import Metrics
+from sift.service import Service
+
+log = logging.getLogger("sift.api")
 
 
-def create_app(settings: Settings, db: DB) -> FastAPI:
-    """Build the ASGI app over an opened ``db``; the app owns and closes it at shutdown."""
+def create_app(
+    settings: Settings,
+    db: DB,
+    fetcher: Fetcher,
+    *,
+    render_executor: Executor | None = None,
+) -> FastAPI:
+    """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_executor`` and closes them.
+
+    ``render_executor`` defaults to a small thread pool; ``sift serve`` passes a process
+    pool so rendering uses every core.
+    """
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # 1. The database worker thread; 2. the fetcher's connection pools; 3. the service.
         adb = AsyncDB(db)
+        executor = render_executor or ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+        await fetcher.start()
         app.state.adb = adb
+        app.state.service = Service(
+            settings, adb, fetcher, render_executor=executor, metrics=metrics
+        )
         try:
             yield
         finally:
+            # Shutdown in reverse: stop fetching, stop rendering, then close the database
+            # (queued writes finish first).
+            await fetcher.close()
+            executor.shutdown(wait=True, cancel_futures=True)
             await adb.close()
 
     app = FastAPI(
@@ -38,12 +69,24 @@ def create_app(settings: Settings, db: DB) -> FastAPI:
         description="Clean, capped, cacheable web content for programs.",
     )
     app.state.settings = settings
+    app.state.metrics = metrics
     install_error_handlers(app)
+    install_fetch_routes(app)
+    app.add_middleware(ObserveMiddleware, metrics=metrics)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and database check")
     async def healthz() -> Response:
         adb: AsyncDB = app.state.adb
         await adb.run(DB.check)
         return Response(dumps({"ok": True, "version": __version__}), media_type="application/json")
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics")
+    async def get_metrics() -> Response:
+        adb: AsyncDB = app.state.adb
+        stats = await adb.run(DB.stats)
+        metrics.cache_bytes.set(stats.get("bytes", 0))
+        metrics.cache_evictions.set(stats.get("evictions", 0))
+        metrics.batch_bytes.set(await adb.run(DB.batch_nbytes))
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app

@@ -1,0 +1,115 @@
+"""``POST /v1/fetch`` and ``GET /v1/fetch``: the hot path.
+
+The handlers take the raw ``Request`` and parse it by hand (``json.loads`` +
+``parse_options``) instead of through a pydantic body model: on a cache hit the request is
+parse → authenticate → read the in-process cache → write bytes, and model validation would
+cost more than everything else together. The models in ``api/schema.py`` only document the
+shapes in the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from sift.api.auth import authenticate
+from sift.api.schema import (
+    ERROR_RESPONSES,
+    FetchEnvelope,
+    fetch_query_parameters,
+    fetch_request_body,
+)
+from sift.errors import BadRequest, RequestTooLarge
+from sift.jsonio import dumps
+from sift.options import FetchOptions, parse_options
+from sift.principal import Principal
+from sift.service import Service
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request body as JSON, refusing more than ``max_bytes`` before reading it all."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > max_bytes:
+        raise RequestTooLarge(f"request body of {length} bytes exceeds {max_bytes} bytes")
+    chunks: list[bytes] = []
+    total = 0
+    async for chunk in request.stream():
+        total += len(chunk)
+        if total > max_bytes:
+            raise RequestTooLarge(f"request body exceeds {max_bytes} bytes")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest("request body is not valid JSON", hint="Send a JSON object.") from exc
+
+
+def _observe(request: Request, route: str, principal: Principal, url: str | None) -> None:
+    host = "-"
+    if url:
+        try:
+            host = urlsplit(url).hostname or "-"
+        except ValueError:
+            host = "-"
+    request.state.observe = {
+        "route": route,
+        "caller": principal.name,
+        "class": principal.caller_class,
+        "host": host,
+    }
+
+
+async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Response:
+    service: Service = request.app.state.service
+    envelope = await service.fetch(principal, opts)
+    request.state.observe["cache"] = envelope["cache"]
+    return Response(dumps(envelope), media_type="application/json")
+
+
+def install_fetch_routes(app: FastAPI) -> None:
+    async def post_fetch(request: Request) -> Response:
+        settings = request.app.state.settings
+        principal = authenticate(settings, request.headers.get("authorization"))
+        _observe(request, "/v1/fetch", principal, None)
+        data = await read_json(request, settings.max_request_bytes)
+        if not isinstance(data, dict):
+            raise BadRequest("request body must be a JSON object", hint='Send {"url": …}.')
+        opts = parse_options(data)
+        _observe(request, "/v1/fetch", principal, opts.url)
+        return await _run(request, principal, opts)
+
+    async def get_fetch(request: Request) -> Response:
+        principal = authenticate(request.app.state.settings, request.headers.get("authorization"))
+        params: dict[str, Any] = {}
+        for key in request.query_params:
+            values = request.query_params.getlist(key)
+            params[key] = values if key == "exclude" else values[-1]
+        _observe(request, "/v1/fetch", principal, params.get("url"))
+        opts = parse_options(params, from_query=True)
+        return await _run(request, principal, opts)
+
+    common: dict[str, Any] = {
+        "tags": ["fetch"],
+        "response_model": None,
+        "responses": {200: {"model": FetchEnvelope}, **ERROR_RESPONSES},
+    }
+    app.add_api_route(
+        "/v1/fetch",
+        post_fetch,
+        methods=["POST"],
+        summary="Fetch one URL and return its content, capped",
+        openapi_extra={"requestBody": fetch_request_body()},
+        **common,
+    )
+    app.add_api_route(
+        "/v1/fetch",
+        get_fetch,
+        methods=["GET"],
+        summary="Fetch one URL (options as query parameters)",
+        openapi_extra={"parameters": fetch_query_parameters()},
+        **common,
+    )

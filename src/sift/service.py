@@ -1,0 +1,395 @@
+"""The fetch pipeline shared by every front end: validate → cache → fetch → render → cap.
+
+``Service.fetch(principal, options)`` is the one entry point. It never reads settings
+globally and never touches HTTP routes; the API, the CLI and the batch runner all call it.
+
+Caching has two levels. The SQLite content cache (``dcache``) holds raw bodies
+(content-addressed), page entries (per normalised URL and egress scope) and rendered
+snapshots (per body digest and render options). In front of it, a small in-process LRU of
+page entries and rendered snapshots keeps the cache-hit path free of database round trips;
+it is coherent because this process is the only writer and snapshots are immutable per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
+
+from sift.config import Settings
+from sift.dcache import DB, AsyncDB, PageEntry
+from sift.errors import SiftError, SnapshotGone
+from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker
+from sift.fetch.policy import RESTRICTED_PORTS
+from sift.hotcache import HotCache
+from sift.metrics import Metrics
+from sift.options import FetchOptions, apply_class
+from sift.principal import Principal
+from sift.render import Rendered, RenderOptions, cap, render
+
+CacheState = Literal["hit", "miss", "revalidated"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A page rendered at one body digest: what the render cache stores and slices serve."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    fetched_at: int
+    digest: str
+    rendered: Rendered
+    content_bytes: bytes  # rendered.content as UTF-8, encoded once
+
+    def to_payload(self) -> bytes:
+        meta = {
+            "url": self.url,
+            "final_url": self.final_url,
+            "status": self.status,
+            "content_type": self.content_type,
+            "fetched_at": self.fetched_at,
+            "digest": self.digest,
+        }
+        return json.dumps(meta).encode() + b"\n" + self.rendered.to_json()
+
+    @classmethod
+    def from_payload(cls, payload: bytes) -> Snapshot:
+        head, _, body = payload.partition(b"\n")
+        meta = json.loads(head)
+        rendered = Rendered.from_json(body)
+        return cls(rendered=rendered, content_bytes=rendered.content.encode(), **meta)
+
+
+class _DBRobotsCache:
+    """robots.txt cache for the fetcher, kept in the dcache database."""
+
+    def __init__(self, adb: AsyncDB) -> None:
+        self._adb = adb
+
+    async def get(self, origin: str) -> tuple[int, bytes, int] | None:
+        return await self._adb.run(DB.get_robots, origin)
+
+    async def put(self, origin: str, status: int, body: bytes, fetched_at: int) -> None:
+        await self._adb.run(DB.put_robots, origin, status, body, fetched_at)
+
+
+class Service:
+    """One per process. ``render_executor`` runs CPU-bound rendering off the event loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        adb: AsyncDB,
+        fetcher: Fetcher,
+        *,
+        render_executor: Executor | None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.adb = adb
+        self.fetcher = fetcher
+        self.metrics = metrics or Metrics()
+        self._clock = clock
+        self._render_executor = render_executor
+        self._robots_cache = _DBRobotsCache(adb)
+        self._hot = HotCache(max_bytes=settings.cache.hot_bytes)
+        self._flights: dict[tuple[str, ...], asyncio.Task[Any]] = {}
+        self._robots: dict[tuple[str, bool], RobotsChecker] = {}
+
+    # -- policy ---------------------------------------------------------------------------
+
+    def policy_for(self, principal: Principal, timeout_s: float) -> FetchPolicy:
+        """The fetch policy of a caller's class, with this request's deadline."""
+        limits = self.settings.classes.get(principal.caller_class)
+        restricted = principal.caller_class == "restricted"
+        allow_private = (
+            principal.allow_private if principal.allow_private is not None else limits.allow_private
+        )
+        return FetchPolicy(
+            allow_private=allow_private and not restricted,
+            private_cidrs=limits.private_cidrs,
+            allowed_ports=RESTRICTED_PORTS | frozenset(limits.extra_ports) if restricted else None,
+            max_redirects=limits.max_redirects,
+            max_download_bytes=limits.max_download_bytes,
+            connect_timeout_s=min(limits.connect_timeout_s, timeout_s),
+            timeout_s=timeout_s,
+            pool="restricted" if restricted else "fleet",
+        )
+
+    # -- the pipeline ---------------------------------------------------------------------
+
+    async def fetch(self, principal: Principal, options: FetchOptions) -> dict[str, Any]:
+        """Run one fetch and return the result envelope (DESIGN.md). Raises ``SiftError``."""
+        try:
+            return await self._fetch(principal, options)
+        except SiftError as exc:
+            self.metrics.errors.labels(exc.code).inc()
+            raise
+
+    async def _fetch(self, principal: Principal, options: FetchOptions) -> dict[str, Any]:
+        limits = self.settings.classes.get(principal.caller_class)
+        opts, warnings = apply_class(options, principal.caller_class, limits)
+        assert opts.max_bytes is not None and opts.timeout_s is not None
+        policy = self.policy_for(principal, opts.timeout_s)
+        # Every check possible without I/O (URL rules, ports, local names, literal
+        # addresses) runs before the cache: a cached page is never a way around them.
+        target = self.fetcher.check_url(opts.url, policy)
+        ropts = RenderOptions(
+            format=opts.format,
+            main_content=opts.main_content,
+            selector=opts.selector,
+            exclude=opts.exclude,
+            links=opts.links,
+        )
+        page_key = self._page_key(target.url, opts, policy)
+        render_key = f"{ropts.cache_key()} {page_key}"
+        now = int(self._clock())
+        if opts.digest is not None:
+            snap = await self._snapshot_by_digest(page_key, opts.digest, ropts, render_key, now)
+            state: CacheState = "hit"
+        else:
+            robots = self._robots_checker(principal) if opts.robots else None
+            snap, state = await self._current_snapshot(
+                opts, policy, robots, page_key, ropts, render_key, now
+            )
+        self.metrics.cache.labels(state).inc()
+        return self._envelope(snap, opts, state, warnings)
+
+    def _robots_checker(self, principal: Principal) -> RobotsChecker:
+        """One long-lived checker per egress scope, so parsed rules are reused."""
+        limits = self.settings.classes.get(principal.caller_class)
+        policy = self.policy_for(principal, limits.timeout_s)
+        key = (principal.caller_class, policy.allow_private)
+        checker = self._robots.get(key)
+        if checker is None:
+            checker = RobotsChecker(
+                self.fetcher,
+                policy,
+                self._robots_cache,
+                user_agent_token=self.settings.user_agent.split("/", 1)[0],
+                now=self._clock,
+            )
+            self._robots[key] = checker
+        return checker
+
+    def _page_key(self, normalized_url: str, opts: FetchOptions, policy: FetchPolicy) -> str:
+        # The egress scope is part of the key: a page fetched by a caller allowed to reach
+        # private addresses (or one that skipped robots.txt) is never served to one that
+        # is not.
+        scope = ("priv" if policy.allow_private else "pub") + ("" if opts.robots else "-norobots")
+        return f"{scope} {normalized_url}"
+
+    async def _current_snapshot(
+        self,
+        opts: FetchOptions,
+        policy: FetchPolicy,
+        robots: RobotsChecker | None,
+        page_key: str,
+        ropts: RenderOptions,
+        render_key: str,
+        now: int,
+    ) -> tuple[Snapshot, CacheState]:
+        max_age_s = (
+            opts.max_age_s if opts.max_age_s is not None else self.settings.cache.default_max_age_s
+        )
+        page = self._hot.page(page_key) or await self.adb.run(DB.get_page, page_key, now)
+        if page is not None and now - page.fetched_at < max_age_s:
+            snap = await self._snapshot_for_page(page, ropts, render_key, now, body=None)
+            if snap is not None:
+                self._hot.put_page(page_key, page)
+                return snap, "hit"
+        fresh, body, state = await self._once(
+            ("fetch", page_key, str(max_age_s > 0)),
+            lambda: self._refresh(page_key, opts, policy, robots, page, now),
+        )
+        snap = await self._snapshot_for_page(fresh, ropts, render_key, now, body=body)
+        assert snap is not None  # the body was passed in, so rendering cannot miss it
+        return snap, state
+
+    async def _refresh(
+        self,
+        page_key: str,
+        opts: FetchOptions,
+        policy: FetchPolicy,
+        robots: RobotsChecker | None,
+        stale: PageEntry | None,
+        now: int,
+    ) -> tuple[PageEntry, bytes, CacheState]:
+        """Fetch (conditionally, when a stale entry has validators) and store the page."""
+        conditional = stale is not None and (stale.etag or stale.last_modified)
+        started = time.perf_counter()
+        result = await self.fetcher.fetch(
+            opts.url,
+            policy,
+            etag=stale.etag if conditional and stale else None,
+            last_modified=stale.last_modified if conditional and stale else None,
+            robots=robots,
+        )
+        self.metrics.fetch_seconds.observe(time.perf_counter() - started)
+        self.metrics.upstream_status.labels(str(result.status)).inc()
+        if result.not_modified and stale is not None:
+            body = await self.adb.run(DB.get_body, stale.digest, now)
+            if body is not None:
+                page = replace(stale, fetched_at=now)
+                await self.adb.run(DB.put_page, page_key, page, now)
+                self._hot.put_page(page_key, page)
+                return page, body, "revalidated"
+            # The body was evicted between lookup and revalidation: fetch it whole.
+            result = await self.fetcher.fetch(opts.url, policy, robots=robots)
+        page, body = await self._store(page_key, result, now)
+        return page, body, "miss"
+
+    async def _store(self, page_key: str, result: FetchResult, now: int) -> tuple[PageEntry, bytes]:
+        digest = await self.adb.run(DB.put_body, result.body, now)
+        page = PageEntry(
+            url=page_key.split(" ", 1)[1],
+            final_url=result.final_url,
+            status=result.status,
+            content_type=result.content_type,
+            etag=result.etag,
+            last_modified=result.last_modified,
+            fetched_at=now,
+            digest=digest,
+            headers_json=json.dumps({"charset": result.charset}),
+        )
+        await self.adb.run(DB.put_page, page_key, page, now)
+        self._hot.put_page(page_key, page)
+        await self.adb.run(DB.evict, now)
+        return page, result.body
+
+    async def _snapshot_for_page(
+        self,
+        page: PageEntry,
+        ropts: RenderOptions,
+        render_key: str,
+        now: int,
+        body: bytes | None,
+    ) -> Snapshot | None:
+        """The rendered snapshot of ``page``: hot cache, render cache, or a fresh render.
+
+        ``None`` only when nothing is cached and ``body`` was not given and is gone.
+        """
+        snap = await self._cached_render(page.digest, render_key, now)
+        if snap is None:
+            if body is None:
+                body = await self.adb.run(DB.get_body, page.digest, now)
+                if body is None:
+                    return None
+            snap = await self._once(
+                ("render", page.digest, render_key),
+                lambda: self._render_and_store(page, body, ropts, render_key, now),
+            )
+        if snap.fetched_at != page.fetched_at:
+            snap = replace(snap, fetched_at=page.fetched_at)  # revalidated since it was rendered
+        return snap
+
+    async def _cached_render(self, digest: str, render_key: str, now: int) -> Snapshot | None:
+        snap = self._hot.snapshot(digest, render_key)
+        if snap is not None:
+            return snap
+        payload = await self.adb.run(DB.get_render, digest, render_key, now)
+        if payload is None:
+            return None
+        snap = Snapshot.from_payload(payload)
+        self._hot.put_snapshot(digest, render_key, snap)
+        return snap
+
+    async def _render_and_store(
+        self, page: PageEntry, body: bytes, ropts: RenderOptions, render_key: str, now: int
+    ) -> Snapshot:
+        charset = json.loads(page.headers_json or "{}").get("charset")
+        loop = asyncio.get_running_loop()
+        rendered: Rendered = await loop.run_in_executor(
+            self._render_executor,
+            _render_call,
+            body,
+            page.content_type,
+            page.final_url,
+            ropts,
+            charset,
+        )
+        snap = Snapshot(
+            url=page.url,
+            final_url=page.final_url,
+            status=page.status,
+            content_type=page.content_type,
+            fetched_at=page.fetched_at,
+            digest=page.digest,
+            rendered=rendered,
+            content_bytes=rendered.content.encode(),
+        )
+        await self.adb.run(DB.put_render, page.digest, render_key, snap.to_payload(), now)
+        self._hot.put_snapshot(page.digest, render_key, snap)
+        await self.adb.run(DB.evict, now)
+        return snap
+
+    async def _snapshot_by_digest(
+        self, page_key: str, digest: str, ropts: RenderOptions, render_key: str, now: int
+    ) -> Snapshot:
+        """A continuation read: exactly the snapshot at ``digest``, never a newer copy."""
+        snap = await self._cached_render(digest, render_key, now)
+        if snap is not None:
+            return snap
+        page = self._hot.page(page_key) or await self.adb.run(DB.get_page, page_key, now)
+        if page is not None and page.digest == digest:
+            found = await self._snapshot_for_page(page, ropts, render_key, now, body=None)
+            if found is not None:
+                return found
+        raise SnapshotGone(f"snapshot {digest} of this URL is no longer cached")
+
+    async def _once(self, key: tuple[str, ...], make: Callable[[], Awaitable[T]]) -> T:
+        """Single flight: concurrent callers with the same key share one run of ``make``.
+
+        The shared work runs in its own task, so one waiter being cancelled (a client
+        hanging up) never cancels it for the others.
+        """
+        task = self._flights.get(key)
+        if task is None:
+            task = asyncio.ensure_future(make())
+            self._flights[key] = task
+            task.add_done_callback(lambda _t: self._flights.pop(key, None))
+        result: T = await asyncio.shield(task)
+        return result
+
+    def _envelope(
+        self, snap: Snapshot, opts: FetchOptions, state: CacheState, warnings: list[str]
+    ) -> dict[str, Any]:
+        assert opts.max_bytes is not None
+        piece = cap(snap.rendered.content, opts.offset, opts.max_bytes)
+        env: dict[str, Any] = {
+            "url": opts.url,
+            "final_url": snap.final_url,
+            "status": snap.status,
+            "content_type": snap.content_type,
+            "title": snap.rendered.title,
+            "lang": snap.rendered.lang,
+            "format": opts.format,
+            "content": piece.content,
+            "offset": piece.offset,
+            "bytes": piece.bytes,
+            "total_bytes": piece.total_bytes,
+            "truncated": piece.truncated,
+            "next_offset": piece.next_offset,
+            "fetched_at": snap.fetched_at,
+            "cache": state,
+            "digest": snap.digest,
+        }
+        if opts.links:
+            env["links"] = snap.rendered.links
+        env["warnings"] = warnings + [w for w in snap.rendered.warnings if w not in warnings]
+        return env
+
+
+def _render_call(
+    body: bytes, content_type: str, url: str, options: RenderOptions, charset: str | None
+) -> Rendered:
+    """Module-level so a process pool can pickle it."""
+    return render(body, content_type=content_type, url=url, options=options, charset=charset)
