@@ -50,7 +50,7 @@ DEFAULT_WEIGHTS = Weights()
 
 def _chars(text: str | None) -> int:
     """Non-whitespace characters of ``text`` (C-speed counts, no per-word objects)."""
-    if not text:
+    if not text or text.isspace():
         return 0
     return len(text) - text.count(" ") - text.count("\n") - text.count("\t") - text.count("\r")
 

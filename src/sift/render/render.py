@@ -22,6 +22,9 @@ SNIFF_BYTES = 4096
 # Share of control characters above which a "text" body is taken to be binary.
 BINARY_CONTROL_SHARE = 0.10
 
+# C0 controls other than tab, LF, VT, FF, CR; and DEL.
+_CONTROL_BYTES = bytes([*range(0, 9), *range(14, 32), 127])
+
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml", "application/vnd.wap.xhtml+xml"})
 _TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
 _JSON_TYPES = frozenset({"application/json", "text/json", "application/ld+json"})
@@ -50,7 +53,7 @@ def looks_binary(body: bytes) -> bool:
         return False
     if b"\x00" in head:
         return True
-    controls = sum(1 for b in head if b < 9 or 13 < b < 32 or b == 127)
+    controls = len(head) - len(head.translate(None, _CONTROL_BYTES))
     return controls > BINARY_CONTROL_SHARE * len(head)
 
 
