@@ -13,6 +13,7 @@ import ipaddress
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -85,6 +86,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     app = create_app(settings, db, build_fetcher(settings), render_executor=pool)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
+    # handler it found: make that handler a clean exit rather than death by signal.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(
         app,
         host=host,

@@ -461,7 +461,10 @@ def _apply_text(settings: Settings, pairs: Mapping[str, tuple[str, str]]) -> Set
             raise ConfigError(f"{where}: {key}: unknown setting")
         try:
             tp = _field_type(key)
-            _set_dotted(table, key, _coerce(text, tp, info.size, True))
+            value = _coerce(text, tp, info.size, True)
+            if key == "listen":
+                parse_listen(value)
+            _set_dotted(table, key, value)
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{where}: {key}: {exc}") from exc
     built: Settings = _build_typed(settings, table)

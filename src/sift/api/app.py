@@ -13,12 +13,13 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 
 from sift import __version__
 from sift.api.errors import install_error_handlers
 from sift.api.fetch_routes import install_fetch_routes
 from sift.api.observe import ObserveMiddleware
+from sift.api.schema import ERROR_RESPONSES, Health
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
 from sift.fetch import Fetcher
@@ -74,13 +75,25 @@ def create_app(
     install_fetch_routes(app)
     app.add_middleware(ObserveMiddleware, metrics=metrics)
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness and database check")
+    @app.get(
+        "/healthz",
+        tags=["ops"],
+        summary="Liveness and database check",
+        response_model=None,
+        responses={200: {"model": Health}, 500: ERROR_RESPONSES[500]},
+    )
     async def healthz() -> Response:
         adb: AsyncDB = app.state.adb
         await adb.run(DB.check)
         return Response(dumps({"ok": True, "version": __version__}), media_type="application/json")
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics")
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        summary="Prometheus metrics",
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def get_metrics() -> Response:
         adb: AsyncDB = app.state.adb
         stats = await adb.run(DB.stats)

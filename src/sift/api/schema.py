@@ -74,6 +74,11 @@ class FetchEnvelope(BaseModel):
     warnings: list[str]
 
 
+class Health(BaseModel):
+    ok: bool
+    version: str
+
+
 class ErrorBody(BaseModel):
     code: str = Field(description="Stable snake_case code; see docs/errors.md.")
     message: str

@@ -1,0 +1,119 @@
+"""The `sift` command: keys, bad configuration, and a real `sift serve` subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sift.cli import main
+from sift.config import load_settings
+
+SIFT = [sys.executable, "-m", "sift.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_keys_add_prints_key_once_and_stores_only_its_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "sift.toml"
+    assert main(["keys", "add", "indexer", "--class", "fleet", "--config", str(cfg)]) == 0
+    key = capsys.readouterr().out.strip()
+    assert key.startswith("sift_") and len(key) > 40
+    text = cfg.read_text()
+    assert key not in text
+    settings = load_settings(cfg, env={})
+    assert [(c.name, c.caller_class) for c in settings.callers] == [("indexer", "fleet")]
+    assert settings.callers[0].key_sha256 == hashlib.sha256(key.encode()).hexdigest()
+    assert settings.find_caller(key) == settings.callers[0]
+    # A second caller appends; a duplicate name is refused and leaves the file as it was.
+    assert main(["keys", "add", "agent", "--class", "restricted", "--config", str(cfg)]) == 0
+    before = cfg.read_text()
+    assert main(["keys", "add", "agent", "--class", "fleet", "--config", str(cfg)]) == 2
+    assert cfg.read_text() == before
+    err = capsys.readouterr().err
+    assert "a caller named 'agent' already exists" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ("[classes.restricted]\nallow_private = true\n", "classes.restricted.allow_private"),
+        ('[cache]\nmax_bytes = "huge"\n', "cache.max_bytes: bad size 'huge'"),
+        ("bogus = 1\n", "bogus: unknown setting"),
+    ],
+)
+def test_bad_config_exits_2_with_one_line(tmp_path: Path, toml: str, expected: str) -> None:
+    cfg = tmp_path / "sift.toml"
+    cfg.write_text(toml)
+    proc = subprocess.run(
+        [*SIFT, "serve", "--config", str(cfg)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"sift: {cfg}: ") and expected in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_anonymous_serve_refuses_a_public_bind(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*SIFT, "serve", "--listen", "0.0.0.0:8089", "--data-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SIFT_LISTEN": ""},
+    )
+    assert proc.returncode == 2
+    assert "no callers are configured" in proc.stderr
+
+
+def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    data = tmp_path / "data"
+    proc = subprocess.Popen(
+        [
+            *SIFT,
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(data),
+            "--set",
+            "render_workers=1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert r.status_code == 200
+        assert r.json() == {"ok": True, "version": "0.1.0"}
+        assert (data / "sift.db").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out
