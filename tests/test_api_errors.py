@@ -14,9 +14,17 @@ from pathlib import Path
 import httpx
 import pytest
 from aiohttp import web
-from apphelpers import FLEET_KEY, PUBLIC_HOST, PUBLIC_NAME, RESTRICTED_KEY, auth, make_settings
-from apphelpers import running_app
 from fastapi import FastAPI
+
+from apphelpers import (
+    FLEET_KEY,
+    PUBLIC_HOST,
+    PUBLIC_NAME,
+    RESTRICTED_KEY,
+    auth,
+    make_settings,
+    running_app,
+)
 from upstream import Upstream
 
 
@@ -40,9 +48,11 @@ async def env(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Upstream
         up.page("/ok", "fine", content_type="text/plain")
         up.page("/bin", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, content_type="image/png")
         settings = make_settings(tmp_path, upstream_port=up.port)
-        async with running_app(settings, customize=_boom_route) as base:
-            async with httpx.AsyncClient(base_url=base) as client:
-                yield client, up
+        async with (
+            running_app(settings, customize=_boom_route) as base,
+            httpx.AsyncClient(base_url=base) as client,
+        ):
+            yield client, up
 
 
 def check_envelope(r: httpx.Response, status: int, code: str) -> None:

@@ -13,7 +13,6 @@ import httpx
 import pytest
 from aiohttp import web
 
-from sift.config import CacheSettings
 from apphelpers import (
     FLEET_KEY,
     PUBLIC_HOST,
@@ -23,6 +22,7 @@ from apphelpers import (
     make_settings,
     running_app,
 )
+from sift.config import CacheSettings
 from upstream import Upstream
 
 ARTICLE = """<!doctype html><html lang="en"><head><title>The Title</title></head><body>

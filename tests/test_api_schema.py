@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import schemathesis
 import uvicorn
-from apphelpers import FLEET_KEY, auth, make_settings, test_fetcher
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -25,6 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from apphelpers import FLEET_KEY, auth, make_settings, test_fetcher
 from sift.api.app import create_app
 from sift.dcache import DB
 from sift.errors import UpstreamError, all_error_classes
