@@ -8,8 +8,10 @@ bad configuration or usage — never with a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import ipaddress
+import json
 import logging
 import multiprocessing
 import os
@@ -18,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from sift import __version__
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
@@ -117,6 +120,64 @@ def build_fetcher(settings: Settings) -> Fetcher:
     )
 
 
+def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "format": args.format,
+        "max_bytes": args.max_bytes,
+        "offset": args.offset,
+        "digest": args.digest,
+        "selector": args.selector,
+        "max_age_s": args.max_age_s,
+        "main_content": False if args.whole_page else None,
+        "links": True if args.links else None,
+        "robots": False if args.no_robots else None,
+    }
+    return {k: v for k, v in options.items() if v is not None}
+
+
+async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any]) -> Any:
+    from sift.dcache import AsyncDB
+    from sift.options import parse_options
+    from sift.principal import OPERATOR
+    from sift.service import Service
+
+    opts = parse_options({"url": url, **options})
+    adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    try:
+        async with build_fetcher(settings) as fetcher:
+            service = Service(settings, adb, fetcher, render_executor=None)
+            return await service.fetch(OPERATOR, opts)
+    finally:
+        await adb.close()
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """Fetch one URL in-process as the operator, or through a running sift (--server)."""
+    options = _fetch_options(args)
+    if args.server:
+        from sift.client import Client
+
+        with Client(args.server, args.key) as client:
+            envelope = client.request("POST", "/v1/fetch", json={"url": args.url, **options})
+    else:
+        settings = _settings(args)
+        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+        envelope = asyncio.run(_fetch_in_process(settings, args.url, options))
+    if args.json:
+        print(json.dumps(envelope, ensure_ascii=False, indent=2))
+    else:
+        content = envelope["content"]
+        sys.stdout.write(content if content.endswith("\n") else content + "\n")
+        if envelope["truncated"]:
+            print(
+                f"sift: truncated at {envelope['next_offset']} of {envelope['total_bytes']} "
+                f"bytes; continue with --offset {envelope['next_offset']} "
+                f"--digest {envelope['digest']}",
+                file=sys.stderr,
+            )
+    return 0
+
+
 def cmd_keys_add(args: argparse.Namespace) -> int:
     from sift.keys import add_caller
 
@@ -157,6 +218,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings_args(p)
     p.add_argument("--listen", metavar="HOST:PORT", help="bind address (default 127.0.0.1:8080)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("fetch", help="fetch one URL and print its content")
+    _add_settings_args(p)
+    p.add_argument("url")
+    p.add_argument("--format", choices=["markdown", "text", "html", "raw"])
+    p.add_argument("--max-bytes", type=int, metavar="N", help="largest slice to return")
+    p.add_argument("--offset", type=int, metavar="N", help="UTF-8 byte offset to read from")
+    p.add_argument("--digest", metavar="SHA", help="read this snapshot (with --offset)")
+    p.add_argument("--selector", metavar="CSS", help="keep only what this selector matches")
+    p.add_argument("--max-age-s", type=int, metavar="S", help="accept a cached copy this old")
+    p.add_argument("--whole-page", action="store_true", help="convert the whole page")
+    p.add_argument("--links", action="store_true", help="include the page's links (--json)")
+    p.add_argument("--no-robots", action="store_true", help="ignore robots.txt")
+    p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
+    p.add_argument("--server", metavar="URL", help="ask a running sift instead")
+    p.add_argument(
+        "--key",
+        metavar="KEY",
+        default=os.environ.get("SIFT_KEY"),
+        help="bearer key for --server (default $SIFT_KEY)",
+    )
+    p.set_defaults(func=cmd_fetch)
 
     p = sub.add_parser("stats", help="cache size, entries, hit rate, batch bytes")
     _add_settings_args(p)

@@ -206,9 +206,11 @@ class UpstreamTimeout(UpstreamError):
     )
 
 
-def _rebuild(
-    cls: type[SiftError], message: str, hint: str, headers: dict[str, str]
-) -> SiftError:
+# The class named after its code, for callers who think in codes.
+BlockedAddress = Blocked
+
+
+def _rebuild(cls: type[SiftError], message: str, hint: str, headers: dict[str, str]) -> SiftError:
     err = cls(message, hint=hint)
     err.headers = headers
     return err
