@@ -1,0 +1,98 @@
+"""A real `sift serve` subprocess on 127.0.0.1 for end-to-end tests.
+
+The subprocess uses the system resolver, so tests hand it IP-literal URLs only (a local
+upstream on 127.0.0.1, reachable because the test config lets fleet reach private
+addresses): nothing it is asked to fetch needs DNS.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sift.keys import add_caller
+
+SIFT = [sys.executable, "-m", "sift.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    base_url: str
+    config: Path
+    data_dir: Path
+    fleet_key: str
+    restricted_key: str
+    proc: subprocess.Popen[str]
+
+
+def write_config(tmp_path: Path, extra: str = "") -> tuple[Path, str, str]:
+    """A config with a fleet caller (private addresses allowed) and a restricted one."""
+    cfg = tmp_path / "sift.toml"
+    cfg.write_text(f"[classes.fleet]\nallow_private = true\n{extra}")
+    fleet = add_caller(cfg, "ops", "fleet")
+    restricted = add_caller(cfg, "agent", "restricted")
+    return cfg, fleet, restricted
+
+
+@contextmanager
+def sift_serve(
+    tmp_path: Path, *, config: tuple[Path, str, str] | None = None, data_dir: Path | None = None
+) -> Iterator[Served]:
+    """Start `sift serve`, wait for /healthz, stop it with SIGTERM on exit."""
+    cfg, fleet, restricted = config or write_config(tmp_path)
+    data = data_dir or tmp_path / "data"
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            *SIFT,
+            "serve",
+            "--config",
+            str(cfg),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(data),
+            "--set",
+            "render_workers=1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
+            break
+        except httpx.TransportError as exc:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                proc.kill()
+                raise RuntimeError(f"sift serve did not start: {out}") from exc
+            time.sleep(0.1)
+    try:
+        yield Served(base, cfg, data, fleet, restricted, proc)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
