@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import socket
 import ssl
@@ -520,3 +521,23 @@ def install_hostile_routes(up: Upstream, *, drip_interval_s: float = 0.05) -> No
 
     for status in (404, 500, 429):
         up.page(f"/status/{status}", f"status {status}", status=status, content_type="text/plain")
+
+
+class BlackholeListener:
+    """A listener whose accept queue is full, so new connects hang (connect timeouts)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self._listener = _bound_socket(host, 0)
+        self._listener.listen(0)
+        self.port = self._listener.getsockname()[1]
+        self._fillers: list[socket.socket] = []
+        for _ in range(4):
+            s = socket.socket(_family(host), socket.SOCK_STREAM)
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                s.connect((host, self.port))
+            self._fillers.append(s)
+
+    def close(self) -> None:
+        for s in [*self._fillers, self._listener]:
+            s.close()

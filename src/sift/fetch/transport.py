@@ -165,6 +165,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
     while cur is not None and id(cur) not in seen:
         seen.add(id(cur))
         yield cur
+        if isinstance(cur, aiohttp.ClientConnectorError) and cur.os_error is not cur:
+            yield cur.os_error
         cur = cur.__cause__ or cur.__context__
 
 
@@ -212,10 +214,16 @@ def translate(exc: BaseException) -> SiftError:
 def _reason(exc: BaseException) -> str:
     """A short cause for the message, without addresses (they may be internal)."""
     for e in _chain(exc):
+        if isinstance(e, aiohttp.ClientError):
+            # aiohttp's wrappers subclass ssl/OS errors without their attributes.
+            cert_error = getattr(e, "certificate_error", None)
+            if isinstance(cert_error, ssl.SSLCertVerificationError):
+                return str(cert_error.verify_message or "certificate verification failed")
+            continue
         if isinstance(e, ssl.SSLCertVerificationError):
-            return e.verify_message or "certificate verification failed"
+            return str(e.verify_message or "certificate verification failed")
         if isinstance(e, ssl.SSLError):
-            return e.reason or "handshake failed"
+            return str(e.reason or "handshake failed").lower()
         if isinstance(e, OSError) and e.errno:
             return os.strerror(e.errno).lower()
     return type(exc).__name__
