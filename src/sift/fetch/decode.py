@@ -99,10 +99,21 @@ class _Zlib(_Budget):
         self._wbits = wbits
         self._coding = coding
         self._d = zlib.decompressobj(wbits)
-        self._started = False
+        # deflate: hold the first two bytes until we know whether a zlib header is there.
+        self._head: bytes | None = b"" if coding == "deflate" else None
         self._done = False
 
     def feed(self, data: bytes) -> bytes:
+        if self._head is not None:
+            data = self._head + data
+            if len(data) < 2:
+                self._head = data
+                return b""
+            self._head = None
+            if not _is_zlib_header(data):
+                # "deflate" without the zlib wrapper: common enough to accept.
+                self._wbits = -zlib.MAX_WBITS
+                self._d = zlib.decompressobj(self._wbits)
         parts: list[bytes] = []
         try:
             while data and self.room > 0 and not self._done:
@@ -112,9 +123,7 @@ class _Zlib(_Budget):
                         self._done = True
                         break
                     self._d = zlib.decompressobj(self._wbits)
-                out = (
-                    self._first(data) if not self._started else self._d.decompress(data, self.room)
-                )
+                out = self._d.decompress(data, self.room)
                 self.produced += len(out)
                 parts.append(out)
                 data = self._d.unused_data if self._d.eof else self._d.unconsumed_tail
@@ -122,19 +131,9 @@ class _Zlib(_Budget):
             raise _corrupt(self._coding) from exc
         return b"".join(parts)
 
-    def _first(self, data: bytes) -> bytes:
-        self._started = True
-        try:
-            return self._d.decompress(data, self.room)
-        except zlib.error:
-            if self._coding != "deflate":
-                raise
-        # "deflate" without the zlib wrapper: common enough to accept.
-        self._wbits = -zlib.MAX_WBITS
-        self._d = zlib.decompressobj(self._wbits)
-        return self._d.decompress(data, self.room)
-
     def flush(self) -> bytes:
+        if self._head:
+            raise _corrupt(self._coding)
         if self.room <= 0 or self._done:
             return b""
         try:
@@ -143,6 +142,12 @@ class _Zlib(_Budget):
             raise _corrupt(self._coding) from exc
         self.produced += len(out)
         return out
+
+
+def _is_zlib_header(data: bytes) -> bool:
+    """RFC 1950: method 8 (deflate), window <= 32 KiB, and a header checksum."""
+    cmf, flg = data[0], data[1]
+    return cmf & 0x0F == 8 and cmf >> 4 <= 7 and (cmf << 8 | flg) % 31 == 0
 
 
 class _Brotli(_Budget):

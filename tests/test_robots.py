@@ -1,0 +1,193 @@
+"""robots.txt (RFC 9309) through the guarded fetcher, with a fixed clock and a memory cache."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from sift.errors import RobotsDisallowed
+from sift.fetch import (
+    Fetcher,
+    FetchPolicy,
+    MemoryRobotsCache,
+    RobotsChecker,
+    StaticResolver,
+    restricted_policy,
+)
+from upstream import Upstream
+
+ROBOTS = b"""\
+User-agent: *
+Disallow: /
+
+User-agent: sift
+Disallow: /private
+Allow: /private/ok
+Crawl-delay: 2.5
+"""
+NOW = 1_764_468_000
+
+
+@pytest.fixture
+async def up() -> AsyncIterator[Upstream]:
+    async with Upstream("127.0.1.1") as server:
+        server.page("/robots.txt", ROBOTS, content_type="text/plain")
+        for path in ("/public", "/private/x", "/private/ok"):
+            server.page(path, f"page {path}")
+        yield server
+
+
+@pytest.fixture
+async def fetcher() -> AsyncIterator[Fetcher]:
+    async with Fetcher(
+        user_agent="sift/0.1.0 (+https://github.com/sift-fetch/sift)",
+        resolver=StaticResolver({"pub.test": ["127.0.1.1"], "other.test": ["127.0.1.1"]}),
+        extra_public_cidrs=["127.0.1.0/24"],
+    ) as f:
+        yield f
+
+
+class Clock:
+    def __init__(self, now: float = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def checker(
+    fetcher: Fetcher,
+    up: Upstream,
+    cache: MemoryRobotsCache | None = None,
+    clock: Clock | None = None,
+) -> RobotsChecker:
+    policy = restricted_policy(frozenset({up.port}), timeout_s=5.0)
+    return RobotsChecker(fetcher, policy, cache or MemoryRobotsCache(), "sift", clock or Clock())
+
+
+def url(up: Upstream, path: str, host: str = "pub.test") -> str:
+    return f"http://{host}:{up.port}{path}"
+
+
+async def test_rules_for_our_token(up: Upstream, fetcher: Fetcher) -> None:
+    robots = checker(fetcher, up)
+    assert await robots.allowed(url(up, "/public")) is True
+    assert await robots.allowed(url(up, "/private/x")) is False
+    assert await robots.allowed(url(up, "/private/ok")) is True
+    assert await robots.crawl_delay(url(up, "/public")) == 2.5
+    assert up.hits["/robots.txt"] == 1
+    assert up.requests[0].headers["user-agent"].startswith("sift/0.1.0")
+
+
+async def test_fetch_refuses_disallowed_urls(up: Upstream, fetcher: Fetcher) -> None:
+    robots = checker(fetcher, up)
+    policy = restricted_policy(frozenset({up.port}))
+    with pytest.raises(RobotsDisallowed) as info:
+        await fetcher.fetch(url(up, "/private/x"), policy, robots=robots)
+    assert (info.value.code, info.value.status) == ("robots_disallowed", 403)
+    assert up.hits["/private/x"] == 0
+    ok = await fetcher.fetch(url(up, "/public"), policy, robots=robots)
+    assert ok.body == b"page /public"
+
+
+async def test_every_redirect_hop_is_checked(up: Upstream, fetcher: Fetcher) -> None:
+    up.redirect("/go", url(up, "/private/x", host="other.test"))
+    policy = restricted_policy(frozenset({up.port}))
+    with pytest.raises(RobotsDisallowed):
+        await fetcher.fetch(url(up, "/go"), policy, robots=checker(fetcher, up))
+    assert (up.hits["/go"], up.hits["/private/x"], up.hits["/robots.txt"]) == (1, 0, 2)
+
+
+@pytest.mark.parametrize(("status", "allowed"), [
+    (404, True), (403, True), (410, True), (401, True), (429, False), (500, False), (503, False),
+])  # fmt: skip
+async def test_status_rules(up: Upstream, fetcher: Fetcher, status: int, allowed: bool) -> None:
+    up.page("/robots.txt", ROBOTS, status=status)
+    assert await checker(fetcher, up).allowed(url(up, "/private/x")) is allowed
+
+
+async def test_unreachable_disallows(fetcher: Fetcher) -> None:
+    async with Upstream("127.0.1.1") as up:
+        port = up.port
+    robots = RobotsChecker(fetcher, FetchPolicy(allow_private=True), MemoryRobotsCache(), "sift")
+    assert await robots.allowed(f"http://pub.test:{port}/") is False
+    assert await robots.allowed("http://unknown.test/") is False
+
+
+async def test_redirected_robots_is_followed(up: Upstream, fetcher: Fetcher) -> None:
+    up.redirect("/robots.txt", "/real-robots.txt", status=301)
+    up.page("/real-robots.txt", b"User-agent: sift\nDisallow: /public\n")
+    robots = checker(fetcher, up)
+    assert await robots.allowed(url(up, "/public")) is False
+    assert await robots.allowed(url(up, "/private/x")) is True
+
+
+async def test_endless_robots_redirects_count_as_unavailable(
+    up: Upstream, fetcher: Fetcher
+) -> None:
+    up.redirect("/robots.txt", "/r2")
+    up.redirect("/r2", "/r3")
+    up.redirect("/r3", "/robots.txt")
+    assert await checker(fetcher, up).allowed(url(up, "/private/x")) is True
+
+
+async def test_cache_entry_and_ttl(up: Upstream, fetcher: Fetcher) -> None:
+    cache = MemoryRobotsCache()
+    clock = Clock()
+    robots = checker(fetcher, up, cache, clock)
+    await robots.allowed(url(up, "/public"))
+    origin = f"http://pub.test:{up.port}"
+    assert cache.entries == {origin: (200, ROBOTS, NOW)}
+    clock.now = NOW + 86399
+    await robots.allowed(url(up, "/public"))
+    assert up.hits["/robots.txt"] == 1
+    clock.now = NOW + 86400
+    up.page("/robots.txt", b"User-agent: *\nAllow: /\n")
+    assert await robots.allowed(url(up, "/private/x")) is True
+    assert up.hits["/robots.txt"] == 2
+    assert cache.entries[origin][2] == NOW + 86400
+
+
+async def test_cache_is_shared_between_checkers(up: Upstream, fetcher: Fetcher) -> None:
+    cache = MemoryRobotsCache()
+    await checker(fetcher, up, cache).allowed(url(up, "/public"))
+    second = checker(fetcher, up, cache)
+    assert await second.allowed(url(up, "/private/x")) is False
+    assert up.hits["/robots.txt"] == 1
+
+
+async def test_server_errors_are_retried_sooner(up: Upstream, fetcher: Fetcher) -> None:
+    up.page("/robots.txt", b"oops", status=503)
+    clock = Clock()
+    robots = checker(fetcher, up, MemoryRobotsCache(), clock)
+    assert await robots.allowed(url(up, "/public")) is False
+    clock.now = NOW + 599
+    assert await robots.allowed(url(up, "/public")) is False
+    assert up.hits["/robots.txt"] == 1
+    clock.now = NOW + 600
+    up.page("/robots.txt", b"")
+    assert await robots.allowed(url(up, "/public")) is True
+    assert up.hits["/robots.txt"] == 2
+
+
+async def test_concurrent_checks_share_one_fetch(up: Upstream, fetcher: Fetcher) -> None:
+    async def slow_robots(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.05)
+        return web.Response(body=ROBOTS)
+
+    up.route("/robots.txt", slow_robots)
+    robots = checker(fetcher, up)
+    answers = await asyncio.gather(*(robots.allowed(url(up, "/public")) for _ in range(10)))
+    assert answers == [True] * 10
+    assert up.hits["/robots.txt"] == 1
+
+
+async def test_large_robots_is_cut_and_still_parsed(up: Upstream, fetcher: Fetcher) -> None:
+    big = b"User-agent: sift\nDisallow: /private\n" + b"# filler\n" * 200_000  # 1.8 MB
+    up.page("/robots.txt", big)
+    robots = checker(fetcher, up)
+    assert await robots.allowed(url(up, "/private/x")) is False
+    assert await robots.allowed(url(up, "/public")) is True
