@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeVar
 
 from sift.config import Settings
@@ -47,6 +48,9 @@ class Snapshot:
     digest: str
     rendered: Rendered
     content_bytes: bytes  # rendered.content as UTF-8, encoded once
+    # Seconds after fetched_at the upstream asked to wait (429/503 with Retry-After only).
+    # Taken from the page entry, never stored in the render cache.
+    retry_after: int | None = None
 
     def to_payload(self) -> bytes:
         meta = {
@@ -156,15 +160,16 @@ class Service:
             snap = await self._snapshot_by_digest(page_key, opts.digest, ropts, render_key, now)
             state: CacheState = "hit"
         else:
-            robots = self._robots_checker(principal) if opts.robots else None
+            robots = self.robots_checker(principal) if opts.robots else None
             snap, state = await self._current_snapshot(
                 opts, policy, robots, page_key, ropts, render_key, now
             )
         self.metrics.cache.labels(state).inc()
         return self._envelope(snap, opts, state, warnings)
 
-    def _robots_checker(self, principal: Principal) -> RobotsChecker:
-        """One long-lived checker per egress scope, so parsed rules are reused."""
+    def robots_checker(self, principal: Principal) -> RobotsChecker:
+        """One long-lived checker per egress scope, so parsed rules are reused (the batch
+        runner asks it for Crawl-delay)."""
         limits = self.settings.classes.get(principal.caller_class)
         policy = self.policy_for(principal, limits.timeout_s)
         key = (principal.caller_class, policy.allow_private)
@@ -258,7 +263,7 @@ class Service:
             last_modified=result.last_modified,
             fetched_at=now,
             digest=digest,
-            headers_json=json.dumps({"charset": result.charset}),
+            headers_json=json.dumps({"charset": result.charset, **_retry_after(result, now)}),
         )
         await self.adb.run(DB.put_page, page_key, page, now)
         self._hot.put_page(page_key, page)
@@ -289,6 +294,10 @@ class Service:
             )
         if snap.fetched_at != page.fetched_at:
             snap = replace(snap, fetched_at=page.fetched_at)  # revalidated since it was rendered
+        if page.status in (429, 503):
+            retry_after = json.loads(page.headers_json or "{}").get("retry_after")
+            if retry_after != snap.retry_after:
+                snap = replace(snap, retry_after=retry_after)
         return snap
 
     async def _cached_render(self, digest: str, render_key: str, now: int) -> Snapshot | None:
@@ -384,8 +393,25 @@ class Service:
         }
         if opts.links:
             env["links"] = snap.rendered.links
+        if snap.retry_after is not None:
+            env["retry_after"] = snap.retry_after
         env["warnings"] = warnings + [w for w in snap.rendered.warnings if w not in warnings]
         return env
+
+
+def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
+    """``{"retry_after": seconds}`` for a 429/503 answer with a usable Retry-After header
+    (delta seconds or an HTTP date), else ``{}``."""
+    value = result.headers.get("retry-after", "").strip()
+    if result.status not in (429, 503) or not value:
+        return {}
+    if value.isdigit():
+        return {"retry_after": min(int(value), 86400)}
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return {}
+    return {"retry_after": max(0, min(int(when - now), 86400))}
 
 
 def _render_call(
