@@ -104,6 +104,13 @@ class BatchSettings:
     sweep_interval_s: float = field(
         default=60.0, metadata=_doc("How often expired jobs are swept.")
     )
+    max_request_bytes: int = field(
+        default=16 << 20,
+        metadata=_doc(
+            "Largest POST /v1/batch body (a 10,000-target list exceeds max_request_bytes).",
+            size=True,
+        ),
+    )
 
 
 @dataclass(frozen=True)
