@@ -71,6 +71,11 @@ class FetchEnvelope(BaseModel):
     cache: Literal["hit", "miss", "revalidated"]
     digest: str
     links: list[Link] | None = None
+    retry_after: int | None = Field(
+        None,
+        description="Only for an upstream 429/503 with Retry-After: seconds after fetched_at "
+        "it asked clients to wait.",
+    )
     warnings: list[str]
 
 
