@@ -1,0 +1,174 @@
+"""Batch jobs as a caller sees them: submit, status, results, cancel — for the API and CLI.
+
+Every method takes the caller (``Principal``) and ``now`` (unix seconds). A job that does
+not exist and a job of another caller raise the same ``NotFound``, with the same message,
+on every method. Every successful read or cancel is followed by ``touch_batch_job`` (spec
+rule 1), so the lease reported is ``now``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from sift.batch.runner import BatchRunner
+from sift.batch.submit import parse_submission, store_submission
+from sift.batch.views import CANCELLED_REASON, TERMINAL_TARGET, item_json, job_view
+from sift.config import Settings
+from sift.dcache import DB, AsyncDB, BatchJob
+from sift.errors import BadRequest, NotFound
+from sift.principal import Principal
+
+MAX_PAGE_LIMIT: Final = 1000
+# Targets read from the store per step while building a page or the NDJSON stream.
+_READ_CHUNK: Final = 100
+
+
+def _not_found(job_id: str) -> NotFound:
+    return NotFound(
+        f"no batch job {job_id!r}",
+        hint="Check the id; jobs expire when their lease runs out, and only the caller who "
+        "submitted a job can see it.",
+    )
+
+
+def _owned(db: DB, job_id: str, caller: str) -> BatchJob:
+    job = db.batch_job(job_id)
+    if job is None or job.caller != caller:
+        raise _not_found(job_id)
+    return job
+
+
+def _status(db: DB, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
+    job = _owned(db, job_id, caller)
+    counts = db.batch_target_counts(job_id) or {}
+    db.touch_batch_job(job_id, now)
+    job.lease = now
+    return job_view(job, counts, ttl_s)
+
+
+def _cancel(db: DB, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
+    job = _owned(db, job_id, caller)
+    if job.status in ("queued", "running"):
+        db.set_batch_job_status(job_id, "cancelled", CANCELLED_REASON, now)
+        db.finish_pending_targets(job_id, "cancelled", CANCELLED_REASON, None, now)
+    return _status(db, job_id, caller, now, ttl_s)
+
+
+def _touch_owned(db: DB, job_id: str, caller: str, now: int) -> BatchJob:
+    job = _owned(db, job_id, caller)
+    db.touch_batch_job(job_id, now)
+    return job
+
+
+class BatchJobs:
+    """The batch operations over one database and one runner."""
+
+    def __init__(self, settings: Settings, adb: AsyncDB, runner: BatchRunner) -> None:
+        self.settings = settings
+        self._adb = adb
+        self._runner = runner
+
+    async def submit(
+        self, principal: Principal, idem_key: str, body: Any, now: int
+    ) -> tuple[dict[str, Any], bool]:
+        """Validate ``body`` and create a job, or find the live one with this key.
+
+        Returns ``(status view, created)``. Raises ``RequestTooLarge`` (too many targets),
+        ``BadRequest`` (bad targets, listed), ``QuotaExceeded`` / ``ServiceBusy`` (quotas).
+        """
+        limits = self.settings.classes.get(principal.caller_class)
+        targets = parse_submission(body, principal, limits)
+        job = BatchJob(
+            id=secrets.token_hex(12),
+            caller=principal.name,
+            caller_class=principal.caller_class,
+            idem_key=idem_key,
+            status="queued",
+            error="",
+            targets_total=len(targets),
+            targets_done=0,
+            created_at=now,
+            lease=now,
+            nbytes=0,
+        )
+        job_id, created = await self._adb.run(
+            store_submission,
+            job,
+            targets,
+            ttl_s=self.settings.batch.ttl_s,
+            live_jobs=limits.live_jobs,
+            live_jobs_total=self.settings.batch.live_jobs_total,
+        )
+        if created:
+            self._runner.notify()
+        return await self.status(principal, job_id, now), created
+
+    async def status(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
+        """``{id, status, error, targets_total, targets_done, counts, created_at, lease,
+        expires_at}``."""
+        return await self._adb.run(_status, job_id, principal.name, now, self.settings.batch.ttl_s)
+
+    async def cancel(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
+        """Cancel a queued or running job (pending targets never run, running ones are
+        abandoned); a finished or cancelled job is left as it is. Returns its status view."""
+        await self._adb.run(_owned, job_id, principal.name)
+        # The runner lets go first, so nothing it writes can land after the cancellation.
+        self._runner.abandon(job_id)
+        return await self._adb.run(_cancel, job_id, principal.name, now, self.settings.batch.ttl_s)
+
+    async def results_page(
+        self, principal: Principal, job_id: str, offset: int, limit: int, now: int, max_bytes: int
+    ) -> bytes:
+        """``{"items": [...], "next_offset": n | null}`` as JSON bytes: the targets with
+        ``offset <= idx``, at most ``limit`` of them and, beyond the first, at most about
+        ``max_bytes`` of JSON (a caller follows ``next_offset``)."""
+        if offset < 0 or not 1 <= limit <= MAX_PAGE_LIMIT:
+            raise BadRequest(f"offset must be >= 0 and limit between 1 and {MAX_PAGE_LIMIT}")
+        job = await self._adb.run(_owned, job_id, principal.name)
+        items: list[bytes] = []
+        size = 0
+        pos = offset
+        full = False
+        while len(items) < limit and not full:
+            want = min(_READ_CHUNK, limit - len(items))
+            rows = await self._adb.run(DB.batch_targets_page, job_id, pos, want)
+            if rows is None:
+                raise _not_found(job_id)
+            for t in rows:
+                line = item_json(t)
+                if items and size + len(line) > max_bytes:
+                    full = True
+                    break
+                items.append(line)
+                size += len(line)
+                pos = t.idx + 1
+            if len(rows) < want:
+                break
+        await self._adb.run(_touch_owned, job_id, principal.name, now)
+        next_offset = b"%d" % pos if pos < job.targets_total else b"null"
+        return b'{"items":[' + b",".join(items) + b'],"next_offset":' + next_offset + b"}"
+
+    async def check_owner(self, principal: Principal, job_id: str, now: int) -> None:
+        """``NotFound`` unless ``principal`` owns ``job_id``; touches the job."""
+        await self._adb.run(_touch_owned, job_id, principal.name, now)
+
+    async def results_ndjson(
+        self, principal: Principal, job_id: str, now: int
+    ) -> AsyncIterator[bytes]:
+        """Every finished target, one JSON line each, in idx order. Check the owner with
+        ``check_owner`` first: this generator stops quietly if the job disappears."""
+        pos = 0
+        while True:
+            rows = await self._adb.run(DB.batch_targets_page, job_id, pos, _READ_CHUNK)
+            if not rows:
+                break
+            for t in rows:
+                if t.status in TERMINAL_TARGET:
+                    yield item_json(t) + b"\n"
+            pos = rows[-1].idx + 1
+        try:
+            await self._adb.run(_touch_owned, job_id, principal.name, now)
+        except NotFound:
+            return

@@ -1,0 +1,72 @@
+"""What callers see of a job: the status view and one JSON line per target.
+
+A target's ``error`` column holds ``"<code>: <message>"`` (the runner writes it so; the
+restart and cancel reasons are written in the same form), and its ``hint`` column the hint,
+so the error object rebuilt here is the one ``/v1/fetch`` would have answered. The
+``result`` column holds the envelope exactly as ``jsonio.dumps`` wrote it, so it is spliced
+into responses as bytes, never parsed and re-encoded.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from sift.dcache import BatchJob, BatchTarget
+from sift.errors import SiftError
+from sift.jsonio import dumps
+
+# Target-level codes besides the error tree's: a target that never ran to completion.
+CANCELLED_REASON: Final = "cancelled: the job was cancelled before this target finished"
+RESTART_REASON: Final = "interrupted: sift restarted; resubmit the job"
+_HINTS: Final = {
+    "cancelled": "The job was cancelled; submit a new job to fetch this URL.",
+    "interrupted": "sift restarted while the job ran; resubmit it (the same Idempotency-Key "
+    "starts a new job).",
+}
+_CODE_RE: Final = re.compile(r"([a-z][a-z_]*): (.*)", re.S)
+TERMINAL_TARGET: Final = frozenset({"done", "failed", "cancelled"})
+
+
+def error_text(err: SiftError) -> str:
+    """The ``error`` column for ``err``."""
+    return f"{err.code}: {err.message}"
+
+
+def error_object(error: str | None, hint: str | None) -> dict[str, str]:
+    """``{"code", "message", "hint"}`` from a target's error and hint columns."""
+    text = error or "internal_error: the target failed without a recorded reason"
+    m = _CODE_RE.fullmatch(text)
+    code, message = (m.group(1), m.group(2)) if m else ("internal_error", text)
+    return {
+        "code": code,
+        "message": message,
+        "hint": hint or _HINTS.get(code, SiftError.default_hint),
+    }
+
+
+def job_view(job: BatchJob, counts: dict[str, int], ttl_s: int) -> dict[str, Any]:
+    """``GET /v1/batch/{id}``: status and counts, no results."""
+    return {
+        "id": job.id,
+        "status": job.status,
+        "error": job.error,
+        "targets_total": job.targets_total,
+        "targets_done": job.targets_done,
+        "counts": {
+            k: counts.get(k, 0) for k in ("pending", "running", "done", "failed", "cancelled")
+        },
+        "created_at": job.created_at,
+        "lease": job.lease,
+        "expires_at": job.lease + ttl_s,
+    }
+
+
+def item_json(t: BatchTarget) -> bytes:
+    """One target as ``{"idx", "url", "status", "result" | "error"}`` JSON bytes."""
+    head = dumps({"idx": t.idx, "url": t.url, "status": t.status})[:-1]
+    if t.result is not None:
+        return head + b',"result":' + t.result.encode() + b"}"
+    if t.status in ("failed", "cancelled"):
+        return head + b',"error":' + dumps(error_object(t.error, t.hint)) + b"}"
+    return head + b"}"
