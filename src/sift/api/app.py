@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from fastapi.responses import PlainTextResponse, Response
 
 from sift import __version__
+from sift.api.batch_routes import install_batch_routes, start_batch
 from sift.api.errors import install_error_handlers
 from sift.api.fetch_routes import install_fetch_routes
 from sift.api.observe import ObserveMiddleware
@@ -54,9 +55,11 @@ def create_app(
         app.state.service = Service(
             settings, adb, fetcher, render_executor=executor, metrics=metrics
         )
+        runner = await start_batch(app, settings, adb, app.state.service)
         try:
             yield
         finally:
+            await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
             # Shutdown in reverse: stop fetching, stop rendering, then close the database
             # (queued writes finish first).
             await fetcher.close()
@@ -72,6 +75,7 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics
     install_error_handlers(app)
+    install_batch_routes(app)
     install_fetch_routes(app)
     app.add_middleware(ObserveMiddleware, metrics=metrics)
 
