@@ -52,6 +52,7 @@ def make_settings(tmp_path: Path, *, upstream_port: int = 0, **changes: Any) -> 
     restricted = ClassSettings(extra_ports=(upstream_port,) if upstream_port else ())
     base = Settings(
         data_dir=str(tmp_path),
+        access_log=False,
         callers=(
             Caller("indexer", "fleet", _sha(FLEET_KEY)),
             Caller("crawler", "fleet", _sha(FLEET2_KEY)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -117,3 +118,10 @@ def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> N
         out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0, out
     assert "Traceback" not in out
+    # One JSON access-log line per request, flushed at shutdown at the latest.
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith('{"ts":')]
+    assert [(ln["method"], ln["route"], ln["status"]) for ln in lines][-1] == (
+        "GET",
+        "/healthz",
+        200,
+    )

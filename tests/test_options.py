@@ -6,7 +6,7 @@ import pytest
 
 from sift.config import Settings
 from sift.errors import BadRequest
-from sift.options import FetchOptions, apply_class, parse_options
+from sift.options import Effective, FetchOptions, apply_class, parse_options
 
 CLASSES = Settings().classes
 
@@ -102,15 +102,19 @@ def test_missing_and_overlong_url() -> None:
 
 def test_clamps_add_one_warning() -> None:
     opts = parse_options({"url": "http://pub.test/", "max_bytes": 10 << 20, "timeout_s": 999})
-    eff, warnings = apply_class(opts, "restricted", CLASSES.restricted)
-    assert (eff.max_bytes, eff.timeout_s, warnings) == (64 << 10, 20.0, ["clamped"])
-    eff, warnings = apply_class(parse_options({"url": "http://pub.test/"}), "fleet", CLASSES.fleet)
-    assert (eff.max_bytes, eff.timeout_s, warnings) == (1 << 20, 30.0, [])
+    assert apply_class(opts, "restricted", CLASSES.restricted) == Effective(
+        64 << 10, 20.0, ("clamped",)
+    )
+    fleet = apply_class(parse_options({"url": "http://pub.test/"}), "fleet", CLASSES.fleet)
+    assert fleet == Effective(1 << 20, 30.0, ())
+    small = apply_class(
+        parse_options({"url": "http://pub.test/", "max_bytes": 9}), "fleet", CLASSES.fleet
+    )
+    assert small == Effective(9, 30.0, ())
 
 
 def test_restricted_cannot_skip_robots() -> None:
     opts = parse_options({"url": "http://pub.test/", "robots": False})
     with pytest.raises(BadRequest, match=r"restricted callers always obey robots\.txt"):
         apply_class(opts, "restricted", CLASSES.restricted)
-    eff, _ = apply_class(opts, "fleet", CLASSES.fleet)
-    assert eff.robots is False
+    assert apply_class(opts, "fleet", CLASSES.fleet) == Effective(1 << 20, 30.0, ())

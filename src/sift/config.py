@@ -229,6 +229,10 @@ class Settings:
             "Largest request body the API accepts (batch submissions included).", size=True
         ),
     )
+    access_log: bool = field(
+        default=True,
+        metadata=_doc("Write one structured (JSON) log line per request to standard error."),
+    )
     render_workers: int = field(
         default=0,
         metadata=_doc("Processes that render pages (sift serve); 0 means one per CPU core."),

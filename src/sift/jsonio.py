@@ -1,12 +1,22 @@
-"""Compact JSON, the way every sift front end writes it (UTF-8, no spaces, no NaN)."""
+"""JSON the way every sift front end reads and writes it: UTF-8, compact, via orjson.
+
+orjson is several times faster than the standard library at both ends, which matters on the
+cache-hit path where encoding the envelope is a large share of the work.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+import orjson
+
+JSONDecodeError = orjson.JSONDecodeError
 
 
 def dumps(obj: Any) -> bytes:
-    return _encoder.encode(obj).encode("utf-8")
+    return orjson.dumps(obj)
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON; raises ``JSONDecodeError`` (a ``ValueError``) on bad input."""
+    return orjson.loads(data)

@@ -146,26 +146,27 @@ def parse_options(
     return FetchOptions(**{k: v for k, v in out.items() if v is not None})
 
 
-def apply_class(
-    opts: FetchOptions, caller_class: CallerClass, limits: ClassSettings
-) -> tuple[FetchOptions, list[str]]:
-    """Clamp ``max_bytes``/``timeout_s`` to the class and refuse what it forbids.
+@dataclass(frozen=True)
+class Effective:
+    """The limits one request runs under after the class clamps, and the warnings they add."""
 
-    Returns the effective options (every default filled in) and the warnings to report.
-    """
-    warnings: list[str] = []
+    max_bytes: int
+    timeout_s: float
+    warnings: tuple[str, ...]
+
+
+def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSettings) -> Effective:
+    """Clamp ``max_bytes``/``timeout_s`` to the class and refuse what it forbids."""
+    clamped = False
     max_bytes = opts.max_bytes if opts.max_bytes is not None else limits.output_cap
     if max_bytes > limits.output_cap:
-        max_bytes = limits.output_cap
-        warnings.append("clamped")
+        max_bytes, clamped = limits.output_cap, True
     timeout_s = opts.timeout_s if opts.timeout_s is not None else limits.timeout_s
     if timeout_s > limits.timeout_s:
-        timeout_s = limits.timeout_s
-        if "clamped" not in warnings:
-            warnings.append("clamped")
+        timeout_s, clamped = limits.timeout_s, True
     if not opts.robots and caller_class == "restricted":
         raise BadRequest(
             "robots: restricted callers always obey robots.txt",
             hint="Drop robots=false, or ask the operator for a fleet key.",
         )
-    return dataclasses.replace(opts, max_bytes=max_bytes, timeout_s=timeout_s), warnings
+    return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())

@@ -13,6 +13,7 @@ it is coherent because this process is the only writer and snapshots are immutab
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -24,15 +25,16 @@ from typing import Any, Literal, TypeVar
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import SiftError, SnapshotGone
-from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker
+from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target
 from sift.fetch.policy import RESTRICTED_PORTS
 from sift.hotcache import HotCache
 from sift.metrics import Metrics
-from sift.options import FetchOptions, apply_class
+from sift.options import Effective, FetchOptions, apply_class
 from sift.principal import Principal
 from sift.render import Rendered, RenderOptions, cap, render
 
 CacheState = Literal["hit", "miss", "revalidated"]
+CHECKED_URLS_MAX = 10_000
 T = TypeVar("T")
 
 
@@ -107,11 +109,26 @@ class Service:
         self._hot = HotCache(max_bytes=settings.cache.hot_bytes)
         self._flights: dict[tuple[str, ...], asyncio.Task[Any]] = {}
         self._robots: dict[tuple[str, bool], RobotsChecker] = {}
+        self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
+        self._checked: dict[tuple[str, FetchPolicy], Target] = {}
+        # Bound once: a labelled child lookup per request is measurable on the hot path.
+        self._cache_counters = {
+            state: self.metrics.cache.labels(state) for state in ("hit", "miss", "revalidated")
+        }
 
     # -- policy ---------------------------------------------------------------------------
 
     def policy_for(self, principal: Principal, timeout_s: float) -> FetchPolicy:
-        """The fetch policy of a caller's class, with this request's deadline."""
+        """The fetch policy of a caller's class, with this request's deadline (memoized)."""
+        key = (principal.caller_class, principal.allow_private, timeout_s)
+        policy = self._policies.get(key)
+        if policy is None:
+            if len(self._policies) > 1024:
+                self._policies.clear()
+            policy = self._policies[key] = self._make_policy(principal, timeout_s)
+        return policy
+
+    def _make_policy(self, principal: Principal, timeout_s: float) -> FetchPolicy:
         limits = self.settings.classes.get(principal.caller_class)
         restricted = principal.caller_class == "restricted"
         allow_private = (
@@ -140,12 +157,12 @@ class Service:
 
     async def _fetch(self, principal: Principal, options: FetchOptions) -> dict[str, Any]:
         limits = self.settings.classes.get(principal.caller_class)
-        opts, warnings = apply_class(options, principal.caller_class, limits)
-        assert opts.max_bytes is not None and opts.timeout_s is not None
-        policy = self.policy_for(principal, opts.timeout_s)
+        opts = options
+        eff = apply_class(opts, principal.caller_class, limits)
+        policy = self.policy_for(principal, eff.timeout_s)
         # Every check possible without I/O (URL rules, ports, local names, literal
         # addresses) runs before the cache: a cached page is never a way around them.
-        target = self.fetcher.check_url(opts.url, policy)
+        target = self._check_url(opts.url, policy)
         ropts = RenderOptions(
             format=opts.format,
             main_content=opts.main_content,
@@ -154,7 +171,7 @@ class Service:
             links=opts.links,
         )
         page_key = self._page_key(target.url, opts, policy)
-        render_key = f"{ropts.cache_key()} {page_key}"
+        render_key = f"{_render_options_key(ropts)} {page_key}"
         now = int(self._clock())
         if opts.digest is not None:
             snap = await self._snapshot_by_digest(page_key, opts.digest, ropts, render_key, now)
@@ -164,8 +181,20 @@ class Service:
             snap, state = await self._current_snapshot(
                 opts, policy, robots, page_key, ropts, render_key, now
             )
-        self.metrics.cache.labels(state).inc()
-        return self._envelope(snap, opts, state, warnings)
+        self._cache_counters[state].inc()
+        return self._envelope(snap, opts, eff, state)
+
+    def _check_url(self, url: str, policy: FetchPolicy) -> Target:
+        """``fetcher.check_url`` memoized per (URL, policy): pure, and costly to repeat on
+        the hot path. Only successes are remembered; a refused URL is checked every time."""
+        key = (url, policy)
+        target = self._checked.get(key)
+        if target is None:
+            target = self.fetcher.check_url(url, policy)
+            if len(self._checked) >= CHECKED_URLS_MAX:
+                self._checked.pop(next(iter(self._checked)))
+            self._checked[key] = target
+        return target
 
     def robots_checker(self, principal: Principal) -> RobotsChecker:
         """One long-lived checker per egress scope, so parsed rules are reused (the batch
@@ -369,10 +398,9 @@ class Service:
         return result
 
     def _envelope(
-        self, snap: Snapshot, opts: FetchOptions, state: CacheState, warnings: list[str]
+        self, snap: Snapshot, opts: FetchOptions, eff: Effective, state: CacheState
     ) -> dict[str, Any]:
-        assert opts.max_bytes is not None
-        piece = cap(snap.rendered.content, opts.offset, opts.max_bytes)
+        piece = cap(snap.rendered.content, opts.offset, eff.max_bytes)
         env: dict[str, Any] = {
             "url": opts.url,
             "final_url": snap.final_url,
@@ -395,8 +423,13 @@ class Service:
             env["links"] = snap.rendered.links
         if snap.retry_after is not None:
             env["retry_after"] = snap.retry_after
-        env["warnings"] = warnings + [w for w in snap.rendered.warnings if w not in warnings]
+        env["warnings"] = [*eff.warnings, *snap.rendered.warnings]
         return env
+
+
+@functools.lru_cache(maxsize=4096)
+def _render_options_key(options: RenderOptions) -> str:
+    return options.cache_key()
 
 
 def _retry_after(result: FetchResult, now: int) -> dict[str, int]:

@@ -7,6 +7,7 @@ render pool, and closes them at shutdown. Nothing here runs at import time.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -18,8 +19,9 @@ from fastapi.responses import PlainTextResponse, Response
 from sift import __version__
 from sift.api.batch_routes import install_batch_routes, start_batch
 from sift.api.errors import install_error_handlers
+from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
-from sift.api.observe import ObserveMiddleware
+from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
@@ -37,7 +39,7 @@ def create_app(
     fetcher: Fetcher,
     *,
     render_executor: Executor | None = None,
-) -> FastAPI:
+) -> SiftApp:
     """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_executor`` and closes them.
 
     ``render_executor`` defaults to a small thread pool; ``sift serve`` passes a process
@@ -55,6 +57,9 @@ def create_app(
         app.state.service = Service(
             settings, adb, fetcher, render_executor=executor, metrics=metrics
         )
+        # Everything allocated so far (modules, schemas, settings) lives for the whole run:
+        # move it out of the collector's reach so full collections stay short under load.
+        gc.freeze()
         runner = await start_batch(app, settings, adb, app.state.service)
         try:
             yield
@@ -62,11 +67,13 @@ def create_app(
             await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
             # Shutdown in reverse: stop fetching, stop rendering, then close the database
             # (queued writes finish first).
+            if access_log is not None:
+                access_log.flush()
             await fetcher.close()
             executor.shutdown(wait=True, cancel_futures=True)
             await adb.close()
 
-    app = FastAPI(
+    app = SiftApp(
         title="sift",
         version=__version__,
         lifespan=lifespan,
@@ -76,8 +83,12 @@ def create_app(
     app.state.metrics = metrics
     install_error_handlers(app)
     install_batch_routes(app)
-    install_fetch_routes(app)
-    app.add_middleware(ObserveMiddleware, metrics=metrics)
+    hot_routes = install_fetch_routes(app)
+    access_log = AccessLog() if settings.access_log else None
+    app.add_middleware(ObserveMiddleware, metrics=metrics, access_log=access_log)
+    app.set_hot_routes(
+        hot_routes, lambda inner: ObserveMiddleware(inner, metrics=metrics, access_log=access_log)
+    )
 
     @app.get(
         "/healthz",

@@ -9,7 +9,6 @@ shapes in the OpenAPI schema.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from sift.api.auth import authenticate
+from sift.api.observe import OBSERVE_KEY
 from sift.api.schema import (
     ERROR_RESPONSES,
     FetchEnvelope,
@@ -24,7 +24,7 @@ from sift.api.schema import (
     fetch_request_body,
 )
 from sift.errors import BadRequest, RequestTooLarge
-from sift.jsonio import dumps
+from sift.jsonio import dumps, loads
 from sift.options import FetchOptions, parse_options
 from sift.principal import Principal
 from sift.service import Service
@@ -43,8 +43,8 @@ async def read_json(request: Request, max_bytes: int) -> Any:
             raise RequestTooLarge(f"request body exceeds {max_bytes} bytes")
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
-    except (ValueError, UnicodeDecodeError) as exc:
+        return loads(b"".join(chunks))
+    except ValueError as exc:
         raise BadRequest("request body is not valid JSON", hint="Send a JSON object.") from exc
 
 
@@ -55,7 +55,7 @@ def _observe(request: Request, route: str, principal: Principal, url: str | None
             host = urlsplit(url).hostname or "-"
         except ValueError:
             host = "-"
-    request.state.observe = {
+    request.scope[OBSERVE_KEY] = {
         "route": route,
         "caller": principal.name,
         "class": principal.caller_class,
@@ -66,15 +66,16 @@ def _observe(request: Request, route: str, principal: Principal, url: str | None
 async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Response:
     service: Service = request.app.state.service
     envelope = await service.fetch(principal, opts)
-    request.state.observe["cache"] = envelope["cache"]
+    request.scope[OBSERVE_KEY]["cache"] = envelope["cache"]
     return Response(dumps(envelope), media_type="application/json")
 
 
-def install_fetch_routes(app: FastAPI) -> None:
+def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
+    """Register the fetch routes; returns them for the fast lane (see api/fastlane.py)."""
+
     async def post_fetch(request: Request) -> Response:
         settings = request.app.state.settings
         principal = authenticate(settings, request.headers.get("authorization"))
-        _observe(request, "/v1/fetch", principal, None)
         data = await read_json(request, settings.max_request_bytes)
         if not isinstance(data, dict):
             raise BadRequest("request body must be a JSON object", hint='Send {"url": …}.')
@@ -113,3 +114,4 @@ def install_fetch_routes(app: FastAPI) -> None:
         openapi_extra={"parameters": fetch_query_parameters()},
         **common,
     )
+    return {("POST", "/v1/fetch"): post_fetch, ("GET", "/v1/fetch"): get_fetch}

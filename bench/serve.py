@@ -1,0 +1,240 @@
+"""Cache-hit /v1/fetch throughput and latency, against a bare ASGI app in the same run.
+
+    .venv/bin/python bench/serve.py [--duration 10] [--connections 64]
+
+1. A local upstream serves one article page; `sift serve` (subprocess, fleet caller allowed
+   to reach loopback) fetches it once, so every later request is a cache hit.
+2. A bare ASGI app on the same server (uvicorn, uvloop, httptools) returns the exact same
+   envelope bytes from memory for any request: the ceiling for this server stack.
+3. wrk (Debian package `wrk`) drives each with the same POST, 2 threads, 64 connections,
+   on loopback; requests/s and p50/p99 are parsed from its output.
+
+Prints both and the ratio. Targets (issue 5): sift >= 0.35x the bare app's requests/s,
+p99 <= 25 ms. Only loopback traffic; everything stops by itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+
+from sift.keys import add_caller
+
+PAGE = (
+    "<html lang='en'><head><title>Bench page</title></head><body><nav>Home | News</nav>"
+    "<article><h1>Benchmark article</h1>"
+    + "".join(
+        f"<p>Paragraph {i}: the quick brown fox jumps over the lazy dog, again and again, "
+        "so that the page has a realistic amount of text to return.</p>"
+        for i in range(40)
+    )
+    + "</article><footer>footer</footer></body></html>"
+).encode()
+
+BARE_APP = """
+import sys
+BODY = open(sys.argv[1], "rb").read()
+HEADERS = [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode())]
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        message = await receive()
+        more = message.get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+    await send({"type": "http.response.body", "body": BODY})
+
+if __name__ == "__main__":
+    import uvicorn
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), loop="uvloop", http="httptools",
+                access_log=False, log_level="warning")
+"""
+
+WRK_LUA = """
+wrk.method = "POST"
+wrk.body = '{body}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer {key}"
+"""
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def parse_latency(text: str, label: str) -> float:
+    m = re.search(rf"^\s+{label}%?\s+([\d.]+)(us|ms|s)\s*$", text, re.M)
+    if not m:
+        raise RuntimeError(f"no {label} latency in wrk output:\n{text}")
+    value, unit = float(m.group(1)), m.group(2)
+    return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+
+def run_wrk(url: str, lua: Path, duration_s: int, connections: int) -> dict[str, float]:
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", str(lua), url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration_s + 60,
+    ).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    if non2xx:
+        raise RuntimeError(f"{non2xx.group(1)} error responses:\n{out}")
+    return {"rps": rps, "p50_ms": parse_latency(out, "50"), "p99_ms": parse_latency(out, "99")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--no-access-log", action="store_true", help="serve with access_log off")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is needed: apt-get install wrk")
+
+    tmp = Path(tempfile.mkdtemp(prefix="sift-bench-serve-"))
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    page_url = f"http://127.0.0.1:{upstream.server_address[1]}/article"
+
+    cfg = tmp / "sift.toml"
+    cfg.write_text("[classes.fleet]\nallow_private = true\n")
+    key = add_caller(cfg, "bench", "fleet")
+    sift_port, bare_port = free_port(), free_port()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        sift = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sift.cli",
+                "serve",
+                "--config",
+                str(cfg),
+                "--listen",
+                f"127.0.0.1:{sift_port}",
+                "--data-dir",
+                str(tmp / "data"),
+                "--set",
+                "render_workers=1",
+                "--set",
+                f"access_log={'false' if args.no_access_log else 'true'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        procs.append(sift)
+        sift_url = f"http://127.0.0.1:{sift_port}"
+        wait_http(f"{sift_url}/healthz", sift)
+        body = json.dumps({"url": page_url, "robots": False})
+        first = httpx.post(
+            f"{sift_url}/v1/fetch",
+            content=body,
+            timeout=30,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        first.raise_for_status()
+        hit = httpx.post(
+            f"{sift_url}/v1/fetch",
+            content=body,
+            timeout=30,
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        assert hit.json()["cache"] == "hit", hit.text
+        envelope = tmp / "envelope.json"
+        envelope.write_bytes(hit.content)
+
+        bare_src = tmp / "bare_app.py"
+        bare_src.write_text(BARE_APP)
+        bare = subprocess.Popen(
+            [sys.executable, str(bare_src), str(envelope), str(bare_port)], env=env
+        )
+        procs.append(bare)
+        bare_url = f"http://127.0.0.1:{bare_port}"
+        wait_http(bare_url, bare)
+
+        lua = tmp / "post.lua"
+        lua.write_text(WRK_LUA.format(body=body, key=key))
+        # Warm both servers, then measure each in turn.
+        run_wrk(f"{sift_url}/v1/fetch", lua, 2, args.connections)
+        run_wrk(f"{bare_url}/v1/fetch", lua, 2, args.connections)
+        bare_r = run_wrk(f"{bare_url}/v1/fetch", lua, args.duration, args.connections)
+        sift_r = run_wrk(f"{sift_url}/v1/fetch", lua, args.duration, args.connections)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        upstream.shutdown()
+        upstream.server_close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    ratio = sift_r["rps"] / bare_r["rps"]
+    print(f"envelope: {len(hit.content)} bytes; wrk -t2 -c{args.connections} -d{args.duration}s")
+    print(f"{'server':<28}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}")
+    print(
+        f"{'bare ASGI (same bytes)':<28}{bare_r['rps']:>10.0f}{bare_r['p50_ms']:>10.2f}"
+        f"{bare_r['p99_ms']:>10.2f}"
+    )
+    print(
+        f"{'sift /v1/fetch cache hit':<28}{sift_r['rps']:>10.0f}{sift_r['p50_ms']:>10.2f}"
+        f"{sift_r['p99_ms']:>10.2f}"
+    )
+    print(
+        f"ratio sift/bare: {ratio:.2f}x (target >= 0.35x); sift p99 {sift_r['p99_ms']:.1f} ms "
+        "(target <= 25 ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()
