@@ -1,0 +1,222 @@
+"""``sift batch FILE|-``: a list of URLs as one batch job, with a progress bar.
+
+One URL per line (blank lines and ``#`` comments skipped). By default the job runs in this
+process, as the operator, on the local data directory; with ``--server URL --key KEY`` it is
+submitted to a running sift. Either way the job is idempotent per ``--idem KEY`` (default:
+a digest of the URL list, so running the same list again returns the same job instead of
+fetching it twice), progress goes to standard error, the NDJSON results to ``--out`` (or
+standard output), then a one-line summary. Exit status: 0 only if every target succeeded,
+1 otherwise, 130 after Ctrl-C — which cancels the job and says so.
+
+The in-process mode owns the data directory like ``sift serve`` does (it reconciles jobs a
+previous run left in flight): do not point it at the directory of a running server; use
+``--server`` for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import IO, Any, Final
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+LIVE: Final = frozenset({"queued", "running"})
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+
+def add_batch_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    add_settings_args: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Register ``sift batch`` on the CLI's subparsers (``cli.build_parser`` calls this)."""
+    p = sub.add_parser("batch", help="fetch a list of URLs as one batch job")
+    add_settings_args(p)
+    p.add_argument(
+        "file", metavar="FILE|-", help="URLs, one per line (# comments ok); - reads stdin"
+    )
+    p.add_argument(
+        "--idem",
+        metavar="KEY",
+        help="Idempotency-Key (default: a digest of the URL list)",
+    )
+    p.add_argument("--out", metavar="FILE", help="write NDJSON results here (default stdout)")
+    p.add_argument("--server", metavar="URL", help="submit to a running sift instead")
+    p.add_argument(
+        "--key",
+        metavar="KEY",
+        default=os.environ.get("SIFT_KEY"),
+        help="bearer key for --server (default $SIFT_KEY)",
+    )
+    p.add_argument(
+        "--poll-s", type=float, default=0.5, metavar="S", help="progress refresh interval"
+    )
+    p.set_defaults(func=cmd_batch)
+
+
+def read_urls(stream: IO[str]) -> list[str]:
+    """The URLs of a list: stripped lines, without blank lines and ``#`` comments."""
+    urls = []
+    for line in stream:
+        line = line.strip()
+        if line and not line.startswith("#"):
+            urls.append(line)
+    return urls
+
+
+def default_idem_key(urls: list[str]) -> str:
+    """Same list → same key → the same job while it lives."""
+    return "sift-batch-" + hashlib.sha256("\n".join(urls).encode()).hexdigest()[:40]
+
+
+class _Rate(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("-/s" if speed is None else f"{speed:.1f}/s")
+
+
+class BatchProgress:
+    """A rich progress bar on standard error: done, failed, total, rate, ETA."""
+
+    def __init__(self, total: int, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            _Rate(),
+            TimeRemainingColumn(),
+            console=console,
+        )
+        self._task = self._progress.add_task("batch", total=total, failed=0)
+
+    def __enter__(self) -> BatchProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def update(self, view: Mapping[str, Any]) -> None:
+        counts = view["counts"]
+        self._progress.update(
+            self._task,
+            completed=view["targets_done"],
+            failed=counts["failed"] + counts["cancelled"],
+            description=f"batch {view['status']}",
+        )
+
+
+def summary(view: Mapping[str, Any], elapsed_s: float) -> str:
+    c = view["counts"]
+    line = (
+        f"sift: job {view['id']} {view['status']}: {c['done']} done, {c['failed']} failed, "
+        f"{c['cancelled']} cancelled of {view['targets_total']} in {elapsed_s:.1f} s"
+    )
+    return line + (f" ({view['error']})" if view["error"] else "")
+
+
+def exit_code(view: Mapping[str, Any]) -> int:
+    return EXIT_OK if view["status"] == "done" else EXIT_FAILED
+
+
+def cmd_batch(args: argparse.Namespace) -> int:
+    if args.file == "-":
+        urls = read_urls(sys.stdin)
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as fh:
+                urls = read_urls(fh)
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"sift: cannot read {args.file}: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    if not urls:
+        print(f"sift: {args.file} lists no URLs", file=sys.stderr)
+        return EXIT_USAGE
+    idem = args.idem or default_idem_key(urls)
+    console = Console(stderr=True)
+    out: IO[bytes] = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: SIM115
+    try:
+        if args.server:
+            from sift.batch.remote import run_remote
+
+            return run_remote(args.server, args.key, urls, idem, out, console, args.poll_s)
+        from sift.cli import _settings
+
+        settings = _settings(args)
+        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+        return asyncio.run(_run_local(settings, urls, idem, out, console, args.poll_s))
+    finally:
+        if args.out:
+            out.close()
+        else:
+            out.flush()
+
+
+async def _run_local(
+    settings: Any, urls: list[str], idem: str, out: IO[bytes], console: Console, poll_s: float
+) -> int:
+    from sift.batch.jobs import BatchJobs
+    from sift.batch.runner import BatchRunner, reconcile
+    from sift.cli import build_fetcher
+    from sift.dcache import AsyncDB
+    from sift.principal import OPERATOR
+    from sift.service import Service
+
+    started = time.monotonic()
+    adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    workers = settings.render_workers or os.cpu_count() or 1
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    interrupted = False
+    try:
+        await reconcile(adb, int(time.time()))
+        async with build_fetcher(settings) as fetcher:
+            service = Service(settings, adb, fetcher, render_executor=pool)
+            runner = BatchRunner(settings, adb, service, principals={OPERATOR.name: OPERATOR})
+            jobs = BatchJobs(settings, adb, runner)
+            view, _ = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
+            job_id = view["id"]
+            runner.start()
+            try:
+                with BatchProgress(view["targets_total"], console) as bar:
+                    bar.update(view)
+                    while view["status"] in LIVE:
+                        await asyncio.sleep(poll_s)
+                        view = await jobs.status(OPERATOR, job_id, int(time.time()))
+                        bar.update(view)
+            except asyncio.CancelledError:
+                # Ctrl-C: asyncio.run cancels this task; cancel the job and report it.
+                interrupted = True
+                view = await jobs.cancel(OPERATOR, job_id, int(time.time()))
+            finally:
+                await runner.stop(settings.batch.shutdown_grace_s)
+            async for line in jobs.results_ndjson(OPERATOR, job_id, int(time.time())):
+                out.write(line)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        await adb.close()
+    if interrupted:
+        print(f"sift: interrupted; cancelled job {job_id}", file=sys.stderr)
+    print(summary(view, time.monotonic() - started), file=sys.stderr)
+    return EXIT_INTERRUPTED if interrupted else exit_code(view)
