@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sift import __version__
+from sift.batch.command import add_batch_parser
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
 from sift.errors import ConfigError, SiftError
 from sift.fetch import Fetcher
@@ -240,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer key for --server (default $SIFT_KEY)",
     )
     p.set_defaults(func=cmd_fetch)
+
+    add_batch_parser(sub, _add_settings_args)
 
     p = sub.add_parser("stats", help="cache size, entries, hit rate, batch bytes")
     _add_settings_args(p)
