@@ -170,3 +170,11 @@ def test_bad_settings_are_config_errors() -> None:
         EgressGuard(extra_public_cidrs=["127.0.1.0/33"])
     with pytest.raises(ConfigError):
         EgressGuard(own_addresses=["localhost:80"])
+
+
+def test_docs_list_every_table_row() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "fetching.md").read_text()
+    for row in TABLE:
+        assert f"| `{row.network}` | {row.category} | {row.name} |" in text

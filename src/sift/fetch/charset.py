@@ -12,6 +12,7 @@ UTF-7 is left out on purpose (it lets markup hide from filters).
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 
 import charset_normalizer
@@ -85,6 +86,7 @@ META_SCAN_BYTES = 1024
 SNIFF_BYTES = 64 << 10
 
 
+@functools.lru_cache(maxsize=256)
 def codec_for(label: str | None) -> str | None:
     """The whitelisted (and browser-folded) codec name for a charset label, else ``None``."""
     if not label:
@@ -148,14 +150,12 @@ def detect_charset(body: bytes, content_type: str) -> str | None:
     """The codec to decode ``body`` with, or ``None`` for non-text or undecidable bodies."""
     if not is_textual(content_type) or not body:
         return None
-    for found in (
-        codec_for(header_charset(content_type)),
-        bom_charset(body),
-        meta_charset(body),
-        sniffed_charset(body),
-    ):
-        if found is not None:
-            if found == "utf-8" and body.startswith(codecs.BOM_UTF8):
-                return "utf-8-sig"
-            return found
-    return None
+    found = (
+        codec_for(header_charset(content_type))
+        or bom_charset(body)
+        or meta_charset(body)
+        or sniffed_charset(body)  # the slow one: only when nothing else spoke
+    )
+    if found == "utf-8" and body.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    return found

@@ -13,6 +13,7 @@ Only ``sift.errors`` classes leave this module; aiohttp's are translated once, i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -107,6 +108,11 @@ class Fetcher:
             limit=pool_limit,
             limit_per_host=pool_limit_per_host,
             keepalive_timeout_s=keepalive_timeout_s,
+            headers={
+                "User-Agent": user_agent,
+                "Accept": ACCEPT,
+                "Accept-Encoding": ACCEPT_ENCODING,
+            },
         )
         self._state = "new"
 
@@ -260,12 +266,7 @@ class Fetcher:
             addresses = await self._resolver.resolve(target.host, target.port)
             timings["resolve_s"] += time.perf_counter() - resolve_started
         vetted = self.guard.vet(addresses, target.port, policy)
-        headers = {
-            "Host": target.netloc,
-            "User-Agent": self.user_agent,
-            "Accept": ACCEPT,
-            "Accept-Encoding": ACCEPT_ENCODING,
-        }
+        headers = {"Host": target.netloc}
         if etag:
             headers["If-None-Match"] = etag
         if last_modified:
@@ -292,8 +293,9 @@ class Fetcher:
 
 
 def _check_headers(resp: aiohttp.ClientResponse, policy: FetchPolicy) -> None:
-    size = sum(len(k) + len(v) + 4 for k, v in resp.raw_headers)
-    if len(resp.raw_headers) > policy.max_header_fields or size > policy.max_header_bytes:
+    raw = resp.raw_headers
+    size = 4 * len(raw) + sum(map(len, itertools.chain.from_iterable(raw)))
+    if len(raw) > policy.max_header_fields or size > policy.max_header_bytes:
         resp.release()
         raise TooLarge("The upstream's response headers exceed this caller's limits.")
 
@@ -309,10 +311,14 @@ async def _read_body(
 ) -> tuple[bytes, bool]:
     """The decoded body, never holding more than ``max_download_bytes`` (+1) of it."""
     limit = policy.max_download_bytes
-    decoder = make_decoder(parse_content_encoding(resp.headers.get("Content-Encoding")), limit)
+    coding = parse_content_encoding(resp.headers.get("Content-Encoding"))
     length = resp.content_length
     if length is not None and length > limit and not allow_truncation:
         raise TooLarge(f"The upstream announced {length} bytes; the limit is {limit}.")
+    if coding is None and length is not None and length <= limit:
+        # Fast path: the parser never delivers more than Content-Length bytes.
+        return await resp.read(), False
+    decoder = make_decoder(coding, limit)
     body = bytearray()
     wire = 0
     async for chunk in resp.content.iter_chunked(CHUNK_BYTES):
@@ -335,7 +341,10 @@ def _header_dict(resp: aiohttp.ClientResponse) -> dict[str, str]:
     for raw_name, raw_value in resp.raw_headers:
         name = raw_name.decode("latin-1").lower()
         value = raw_value.decode("utf-8", "replace")
-        out[name] = f"{out[name]}, {value}" if name in out else value
+        if name in out:
+            out[name] += ", " + value
+        else:
+            out[name] = value
     return out
 
 

@@ -41,6 +41,7 @@ BLOCKED_MESSAGE = (
 )
 
 log = logging.getLogger("sift.fetch.egress")
+_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,23 @@ TABLE: tuple[Range, ...] = (
 )
 
 _GLOBAL_UNICAST_V6 = ipaddress.IPv6Network("2000::/3")
+# Span = (version, first, last) as integers: containment is two comparisons, not an
+# ipaddress method call (the fetcher classifies every address of every hop).
+Span = tuple[int, int, int]
+
+
+def _span(net: IPNetwork) -> Span:
+    return (net.version, int(net.network_address), int(net.broadcast_address))
+
+
 _BY_SPECIFICITY = sorted(TABLE, key=lambda r: r.network.prefixlen, reverse=True)
+_SPANS = tuple((_span(r.network), r) for r in _BY_SPECIFICITY)
+_GLOBAL_V6_SPAN = _span(_GLOBAL_UNICAST_V6)
+
+
+def _within(ip: IPAddress, spans: Iterable[Span]) -> bool:
+    v, n = ip.version, int(ip)
+    return any(version == v and lo <= n <= hi for version, lo, hi in spans)
 
 
 def parse_ip(text: str) -> IPAddress | None:
@@ -114,8 +131,9 @@ def unwrap(address: IPAddress) -> IPAddress:
 
 def lookup(address: IPAddress) -> Range | None:
     """The most specific table row containing ``address`` (already unwrapped), if any."""
-    for row in _BY_SPECIFICITY:
-        if row.network.version == address.version and address in row.network:
+    v, n = address.version, int(address)
+    for (version, lo, hi), row in _SPANS:
+        if version == v and lo <= n <= hi:
             return row
     return None
 
@@ -123,12 +141,16 @@ def lookup(address: IPAddress) -> Range | None:
 def classify(address: IPAddress | str, extra_public: Iterable[IPNetwork] = ()) -> Category:
     """The category of one address. Raises ``ValueError`` for a string that is no IP."""
     ip = unwrap(ipaddress.ip_address(address) if isinstance(address, str) else address)
-    if any(ip.version == net.version and ip in net for net in extra_public):
+    return _classify(ip, tuple(_span(n) for n in extra_public))
+
+
+def _classify(ip: IPAddress, extra_public: tuple[Span, ...]) -> Category:
+    if extra_public and _within(ip, extra_public):
         return "public"
     row = lookup(ip)
     if row is not None:
         return row.category
-    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST_V6:
+    if ip.version == 6 and not _within(ip, (_GLOBAL_V6_SPAN,)):
         return "forbidden"
     return "public"
 
@@ -141,8 +163,8 @@ def _parse_networks(cidrs: Iterable[str], setting: str) -> tuple[IPNetwork, ...]
 
 
 @functools.lru_cache(maxsize=64)
-def _private_networks(cidrs: tuple[str, ...]) -> tuple[IPNetwork, ...]:
-    return _parse_networks(cidrs, "private_cidrs")
+def _private_spans(cidrs: tuple[str, ...]) -> tuple[Span, ...]:
+    return tuple(_span(n) for n in _parse_networks(cidrs, "private_cidrs"))
 
 
 def _parse_own(entry: str) -> tuple[IPAddress, int | None]:
@@ -170,14 +192,17 @@ class EgressGuard:
     def __init__(
         self, *, extra_public_cidrs: Sequence[str] = (), own_addresses: Sequence[str] = ()
     ) -> None:
-        self._extra_public = _parse_networks(extra_public_cidrs, "egress.extra_public_cidrs")
+        nets = _parse_networks(extra_public_cidrs, "egress.extra_public_cidrs")
+        self._extra_public = tuple(_span(n) for n in nets)
         try:
             self._own = tuple(_parse_own(entry) for entry in own_addresses)
         except ValueError as exc:
             raise ConfigError(f"own listening address: {exc}") from exc
+        self._memo: dict[str, tuple[IPAddress, str, Category]] = {}
 
     def category(self, address: IPAddress) -> Category:
-        return classify(address, self._extra_public)
+        """The category of an unwrapped address, with ``extra_public_cidrs`` applied."""
+        return _classify(address, self._extra_public)
 
     def _is_own(self, ip: IPAddress, port: int) -> bool:
         for own_ip, own_port in self._own:
@@ -186,32 +211,55 @@ class EgressGuard:
             if own_ip == ip:
                 return True
             # A wildcard bind listens on every local address: refuse every non-public one.
-            if own_ip.is_unspecified and classify(ip) != "public":
+            if own_ip.is_unspecified and _classify(ip, ()) != "public":
                 return True
         return False
 
+    def _judge(self, text: str) -> tuple[IPAddress, str, Category] | None:
+        """(unwrapped address, its literal, its category) for an address string, memoised:
+        the answer depends only on the string and this guard's settings."""
+        hit = self._memo.get(text)
+        if hit is None:
+            parsed = parse_ip(text)
+            if parsed is None:
+                return None
+            ip = unwrap(parsed)
+            hit = (ip, str(ip), self.category(ip))
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[text] = hit
+        return hit
+
     def permits(self, address: IPAddress | str, port: int, policy: FetchPolicy) -> bool:
         """Whether ``policy`` may connect to ``address``:``port`` (ports included)."""
-        ip = unwrap(ipaddress.ip_address(address) if isinstance(address, str) else address)
-        reason = self._refusal(ip, port, policy)
+        if isinstance(address, str):
+            judged = self._judge(address)
+            if judged is None:
+                return False
+            ip, _, category = judged
+        else:
+            ip = unwrap(address)
+            category = self.category(ip)
+        reason = self._refusal(ip, category, port, policy)
         if reason is not None:
             log.debug("egress refused %s port %d: %s", ip, port, reason)
         return reason is None
 
-    def _refusal(self, ip: IPAddress, port: int, policy: FetchPolicy) -> str | None:
+    def _refusal(
+        self, ip: IPAddress, category: Category, port: int, policy: FetchPolicy
+    ) -> str | None:
         if not self.port_allowed(port, policy):
             return "port not allowed"
-        if self._is_own(ip, port):
+        if self._own and self._is_own(ip, port):
             return "sift's own listening address"
-        category = self.category(ip)
         if category == "public":
             return None
         if category == "forbidden":
             return "forbidden range"
         if not policy.allow_private:
             return "private address"
-        nets = _private_networks(policy.private_cidrs)
-        if nets and not any(ip.version == n.version and ip in n for n in nets):
+        spans = _private_spans(policy.private_cidrs)
+        if spans and not _within(ip, spans):
             return "private address outside private_cidrs"
         return None
 
@@ -229,10 +277,10 @@ class EgressGuard:
         """
         vetted: list[str] = []
         for text in addresses:
-            ip = parse_ip(text)
-            if ip is None or not self.permits(ip, port, policy):
+            judged = self._judge(text)
+            if judged is None or not self.permits(text, port, policy):
                 raise Blocked(BLOCKED_MESSAGE)
-            literal = str(unwrap(ip))
+            literal = judged[1]
             if literal not in vetted:
                 vetted.append(literal)
         if not vetted:

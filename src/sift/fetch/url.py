@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import idna
 
@@ -35,13 +35,17 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _PORT = re.compile(r"[0-9]{1,5}")
-_ASCII_LABEL = re.compile(r"[a-z0-9_](?:[a-z0-9_\-]{0,61}[a-z0-9_])?")
 _IPV4_PART = re.compile(r"(?:0[xX][0-9a-fA-F]*|[0-9]+)")
 # RFC 3986 unreserved + reserved + '%': everything else in a path or query is escaped.
 _SAFE = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?[]@!$&'()*+,;=%"
 )
 _PCT = re.compile(r"%[0-9A-Fa-f]{2}")
+_NEEDS_ESCAPE = re.compile(r"[^A-Za-z0-9\-._~:/?\[\]@!$&'()*+,;=]")
+_AUTHORITY_END = re.compile(r"[/?#]")
+_BAD_AUTHORITY = re.compile(r"[\\%\s]")
+_LABEL = r"[a-z0-9_](?:[a-z0-9_\-]{0,61}[a-z0-9_])?"
+_ASCII_HOST = re.compile(rf"(?:{_LABEL}\.)*{_LABEL}")
 
 # Names refused for callers without allow_private, whatever they resolve to.
 REFUSED_NAMES = frozenset(
@@ -73,7 +77,9 @@ class Target:
 
     ``host`` is lowercase ASCII (punycode for IDN), without brackets or a trailing dot;
     ``ip`` is the canonical literal when the host is an IP address; ``target`` is the
-    request target (path and query, percent-encoded, starting with ``/``).
+    request target (path and query, percent-encoded, starting with ``/``). ``netloc``
+    (``host[:port]``, as in the URL and the ``Host`` header), ``origin`` and ``url`` (the
+    normal form) are derived once, at construction.
     """
 
     scheme: str
@@ -81,24 +87,21 @@ class Target:
     port: int
     target: str
     ip: str | None
+    netloc: str = field(init=False, compare=False)
+    origin: str = field(init=False, compare=False)
+    url: str = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        netloc = host if self.default_port else f"{host}:{self.port}"
+        origin = f"{self.scheme}://{netloc}"
+        object.__setattr__(self, "netloc", netloc)
+        object.__setattr__(self, "origin", origin)
+        object.__setattr__(self, "url", origin + self.target)
 
     @property
     def default_port(self) -> bool:
         return DEFAULT_PORTS[self.scheme] == self.port
-
-    @property
-    def netloc(self) -> str:
-        """``host[:port]`` as it appears in the URL and the ``Host`` header."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.default_port else f"{host}:{self.port}"
-
-    @property
-    def origin(self) -> str:
-        return f"{self.scheme}://{self.netloc}"
-
-    @property
-    def url(self) -> str:
-        return f"{self.scheme}://{self.netloc}{self.target}"
 
 
 def normalize_url(url: str) -> str:
@@ -154,7 +157,8 @@ def _parse(url: str) -> Target:
     if not rest.startswith("//"):
         raise InvalidUrl("The URL must start with http:// or https://.")
     rest = rest[2:]
-    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    m_end = _AUTHORITY_END.search(rest)
+    end = m_end.start() if m_end else len(rest)
     authority, tail = rest[:end], rest[end:]
     host_text, port = _split_authority(authority, scheme)
     host, ip = _parse_host(host_text)
@@ -169,7 +173,7 @@ def _split_authority(authority: str, scheme: str) -> tuple[str, int]:
         raise InvalidUrl("The URL has no host.")
     if "@" in authority:
         raise InvalidUrl("URLs with user information (user@host) are not accepted.")
-    if "\\" in authority or "%" in authority or any(c.isspace() for c in authority):
+    if _BAD_AUTHORITY.search(authority):
         raise InvalidUrl("The URL's host contains a backslash, a space or a '%'.")
     if authority.startswith("["):
         host, sep, after = authority.partition("]")
@@ -198,10 +202,13 @@ def _parse_host(text: str) -> tuple[str, str | None]:
         except ValueError as exc:
             raise InvalidUrl("The URL's IPv6 address is malformed.") from exc
         return str(v6), str(v6)
-    try:
-        mapped = idna.uts46_remap(text, std3_rules=False, transitional=False)
-    except (idna.IDNAError, UnicodeError, ValueError) as exc:
-        raise InvalidUrl("The URL's host is not a valid international domain name.") from exc
+    if text.isascii():
+        mapped = text.lower()  # what UTS #46 mapping does to ASCII (non-STD3), only faster
+    else:
+        try:
+            mapped = idna.uts46_remap(text, std3_rules=False, transitional=False)
+        except (idna.IDNAError, UnicodeError, ValueError) as exc:
+            raise InvalidUrl("The URL's host is not a valid international domain name.") from exc
     if mapped.endswith("."):
         mapped = mapped[:-1]
     labels = mapped.split(".")
@@ -210,8 +217,10 @@ def _parse_host(text: str) -> tuple[str, str | None]:
     if _IPV4_PART.fullmatch(labels[-1]):
         v4 = parse_ipv4(labels)
         return v4, v4
-    ascii_labels = [_ascii_label(label) for label in labels]
-    host = ".".join(ascii_labels)
+    if _ASCII_HOST.fullmatch(mapped) and "xn--" not in mapped:
+        host = mapped  # the common case: plain ASCII labels, nothing to encode or check
+    else:
+        host = ".".join(_ascii_label(label) for label in labels)
     if len(host) > 253:
         raise InvalidUrl("The URL's host name is longer than 253 characters.")
     return host, None
@@ -223,7 +232,7 @@ def _ascii_label(label: str) -> str:
             label = label.lower()
             if label.startswith("xn--"):
                 idna.decode(label)  # must be valid punycode for a valid IDN
-            elif not _ASCII_LABEL.fullmatch(label):
+            elif not re.fullmatch(_LABEL, label):
                 raise InvalidUrl(f"The URL's host label {label!r} is not a valid name.")
             return label
         return idna.alabel(label).decode("ascii")
@@ -239,6 +248,9 @@ def parse_ipv4(labels: list[str]) -> str:
     for part in labels:
         if not _IPV4_PART.fullmatch(part):
             raise InvalidUrl("The URL's host ends in a number but is not an IPv4 address.")
+        digits = part[2:] if part[:2] in ("0x", "0X") else part
+        if len(digits.lstrip("0")) > 11:  # past any 32-bit value in any base: no huge int()
+            raise InvalidUrl("The URL's host is an IPv4 address out of range.")
         if part[:2] in ("0x", "0X"):
             numbers.append(int(part[2:] or "0", 16))
         elif len(part) > 1 and part.startswith("0"):
@@ -265,6 +277,8 @@ def _request_target(tail: str) -> str:
 
 
 def _escape(text: str) -> str:
+    if not _NEEDS_ESCAPE.search(text):
+        return text
     out: list[str] = []
     i = 0
     while i < len(text):
@@ -286,7 +300,7 @@ def _escape(text: str) -> str:
 
 def _remove_dot_segments(path: str) -> str:
     """RFC 3986 §5.2.4, so ``/a/../b`` and ``/b`` are one cache key."""
-    if "." not in path:
+    if "/." not in path:  # a dot segment always follows a slash
         return path
     out: list[str] = []
     segments = path.split("/")
