@@ -68,7 +68,7 @@ class BatchJobs:
     def __init__(self, settings: Settings, adb: AsyncDB, runner: BatchRunner) -> None:
         self.settings = settings
         self._adb = adb
-        self._runner = runner
+        self.runner = runner
 
     async def submit(
         self, principal: Principal, idem_key: str, body: Any, now: int
@@ -102,7 +102,7 @@ class BatchJobs:
             live_jobs_total=self.settings.batch.live_jobs_total,
         )
         if created:
-            self._runner.notify()
+            self.runner.notify()
         return await self.status(principal, job_id, now), created
 
     async def status(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
@@ -115,7 +115,7 @@ class BatchJobs:
         abandoned); a finished or cancelled job is left as it is. Returns its status view."""
         await self._adb.run(_owned, job_id, principal.name)
         # The runner lets go first, so nothing it writes can land after the cancellation.
-        self._runner.abandon(job_id)
+        self.runner.abandon(job_id)
         return await self._adb.run(_cancel, job_id, principal.name, now, self.settings.batch.ttl_s)
 
     async def results_page(

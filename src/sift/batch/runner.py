@@ -84,11 +84,14 @@ class _Job:
     exhausted: bool = False  # every target has been read
     in_flight: int = 0
     started: bool = False  # the job's status has been written as running
+    interrupted: bool = False  # shutdown cancelled one of its targets: it cannot finish here
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def finished(self) -> bool:
-        return self.exhausted and not self.buffer and self.in_flight == 0
+        return (
+            self.exhausted and not self.buffer and self.in_flight == 0 and not self.interrupted
+        )
 
 
 def _begin_target(db: DB, job_id: str, idx: int, now: int, first: bool) -> None:
@@ -224,6 +227,9 @@ class BatchRunner:
         # 2. The grace period for what is running; then cancel what is left.
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
+            for job in self._jobs.values():
+                if job.tasks & pending:
+                    job.interrupted = True
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
