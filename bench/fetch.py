@@ -1,6 +1,6 @@
 """Fetcher benchmark: sift's guarded fetcher against a plain aiohttp loop, one run.
 
-    .venv/bin/python bench/fetch.py [--pages 2000] [--concurrency 64] [--rounds 3]
+    .venv/bin/python bench/fetch.py [--pages 2000] [--concurrency 64] [--rounds 3] [--uvloop]
 
 1. Throughput: ``--pages`` small HTML pages from a local upstream at ``--concurrency``,
    sift's ``Fetcher`` (restricted policy: URL rules, resolve + vet, IP-literal connect,
@@ -26,6 +26,7 @@ import resource
 import statistics
 import time
 import zlib
+from collections.abc import Awaitable, Callable
 from multiprocessing.connection import Connection
 
 import aiohttp
@@ -96,7 +97,7 @@ def serve(conn: Connection) -> None:
 
 
 # -- throughput -----------------------------------------------------------------------------
-async def run_plain(port: int, pages: int, concurrency: int) -> float:
+async def run_plain(port: int, pages: int, concurrency: int) -> tuple[float, float]:
     sem = asyncio.Semaphore(concurrency)
     async with aiohttp.ClientSession() as session:
 
@@ -105,12 +106,18 @@ async def run_plain(port: int, pages: int, concurrency: int) -> float:
                 body = await resp.read()
                 assert resp.status == 200 and len(body) == len(PAGE)
 
-        start = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(pages)))
-        return pages / (time.perf_counter() - start)
+        return await _timed(one, pages)
 
 
-async def run_sift(port: int, pages: int, concurrency: int) -> float:
+async def _timed(one: Callable[[int], Awaitable[None]], pages: int) -> tuple[float, float]:
+    """(pages/s, client CPU µs per page) for ``pages`` calls of ``one``."""
+    start, cpu = time.perf_counter(), time.process_time()
+    await asyncio.gather(*(one(i) for i in range(pages)))
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return pages / elapsed, cpu / pages * 1e6
+
+
+async def run_sift(port: int, pages: int, concurrency: int) -> tuple[float, float]:
     sem = asyncio.Semaphore(concurrency)
     policy = restricted_policy(frozenset({port}))
     async with Fetcher(
@@ -124,9 +131,7 @@ async def run_sift(port: int, pages: int, concurrency: int) -> float:
                 r = await fetcher.fetch(f"http://bench.test:{port}/page/{i}", policy)
                 assert r.status == 200 and len(r.body) == len(PAGE) and r.charset == "utf-8"
 
-        start = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(pages)))
-        return pages / (time.perf_counter() - start)
+        return await _timed(one, pages)
 
 
 # -- memory (in a fresh process) ------------------------------------------------------------
@@ -177,7 +182,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--plain-memory", action="store_true")
+    parser.add_argument("--uvloop", action="store_true", help="run the clients on uvloop")
     args = parser.parse_args()
+    if args.uvloop:
+        import uvloop
+
+        uvloop.install()
 
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -185,19 +195,29 @@ def main() -> None:
     server.start()
     port: int = parent.recv()
     try:
-        plain: list[float] = []
-        sift: list[float] = []
+        plain: list[tuple[float, float]] = []
+        sift: list[tuple[float, float]] = []
         asyncio.run(run_plain(port, 200, args.concurrency))  # warm up both paths
         asyncio.run(run_sift(port, 200, args.concurrency))
         for r in range(args.rounds):
             plain.append(asyncio.run(run_plain(port, args.pages, args.concurrency)))
             sift.append(asyncio.run(run_sift(port, args.pages, args.concurrency)))
-            print(f"round {r + 1}: plain {plain[-1]:7.0f} pages/s   sift {sift[-1]:7.0f} pages/s")
-        p, s = statistics.median(plain), statistics.median(sift)
+            print(
+                f"round {r + 1}: plain {plain[-1][0]:6.0f} pages/s {plain[-1][1]:4.0f} µs CPU/page"
+                f"   sift {sift[-1][0]:6.0f} pages/s {sift[-1][1]:4.0f} µs CPU/page"
+            )
+        p = statistics.median(x[0] for x in plain)
+        s = statistics.median(x[0] for x in sift)
+        pc = min(x[1] for x in plain)
+        sc = min(x[1] for x in sift)
         print(
             f"throughput ({args.pages} pages, concurrency {args.concurrency}, median of "
             f"{args.rounds}): plain aiohttp {p:.0f} pages/s, sift {s:.0f} pages/s, "
             f"ratio {s / p:.2f}x (target >= 0.80x)"
+        )
+        print(
+            f"client CPU per page (least disturbed round): plain {pc:.0f} µs, sift {sc:.0f} µs "
+            f"(+{sc - pc:.0f} µs), CPU-bound ratio {pc / sc:.2f}x"
         )
         for path, label in (("/stream", "1 GiB chunked body"), ("/bomb", "gzip bomb -> 1 GiB")):
             grew, outcome = memory(port, path)

@@ -11,6 +11,7 @@ import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -25,7 +26,7 @@ from sift.errors import (
     UpstreamTimeout,
 )
 from sift.fetch import Fetcher, FetchPolicy, StaticResolver, restricted_policy
-from sift.fetch.transport import send
+from sift.fetch.transport import send, translate
 from upstream import BlackholeListener, CanaryListener, RawUpstream, TestCA, Upstream
 
 UA = "sift/0.1.0 (+https://github.com/sift-fetch/sift)"
@@ -284,7 +285,7 @@ async def test_socket_factory_refuses_even_if_vetting_were_bypassed(fetcher: Fet
     port = canary._socks[0].getsockname()[1]
     policy = restricted_policy(frozenset({port}))
     try:
-        with pytest.raises(Exception) as info:
+        with pytest.raises(aiohttp.ClientConnectorError) as info:
             await send(
                 fetcher.pools.session(policy),
                 url=f"http://127.0.0.1:{port}/",
@@ -292,8 +293,6 @@ async def test_socket_factory_refuses_even_if_vetting_were_bypassed(fetcher: Fet
                 server_hostname=None,
                 policy=policy,
             )
-        from sift.fetch.transport import translate
-
         assert isinstance(translate(info.value), Blocked)
         assert canary.accepted() == 0
     finally:

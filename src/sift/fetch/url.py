@@ -19,6 +19,7 @@ I/O: the port list and the by-name refusal of local names (``localhost``, ``*.in
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass, field
@@ -116,7 +117,10 @@ def validate_url(url: str, policy: FetchPolicy | None = None) -> Target:
     without ``allow_private``, the host is a refused local name. Addresses are judged later,
     by the fetcher, on what the name actually resolves to.
     """
-    target = _parse(url)
+    if isinstance(url, str) and len(url) <= _CACHED_URL_CHARS:
+        target = _parse_cached(url)
+    else:
+        target = _parse(url)
     if policy is not None:
         refuse_by_name(target, policy)
     return target
@@ -137,6 +141,16 @@ def is_refused_name(host: str) -> bool:
     point inside the operator's network.
     """
     return host in REFUSED_NAMES or host.endswith(REFUSED_SUFFIXES) or "." not in host
+
+
+# The service validates a URL before fetching it, the fetcher again, robots.txt once more:
+# remember the last few (Targets are immutable; failures are not cached).
+_CACHED_URL_CHARS = 2048
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_cached(url: str) -> Target:
+    return _parse(url)
 
 
 def _parse(url: str) -> Target:
