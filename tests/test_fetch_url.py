@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sift.errors import Blocked, InvalidUrl
 from sift.fetch.egress import BLOCKED_MESSAGE
@@ -155,3 +157,34 @@ def test_restricted_extra_ports() -> None:
     assert (
         validate_url("http://example.com:8080/", restricted_policy(frozenset({8080}))).port == 8080
     )
+
+
+_URL_PARTS = st.sampled_from(
+    ["http://", "https://", "HTTP://", "h", ":", "//", "/", "?", "#", "@", "\\", "%", "%41",
+     ".", "..", "[", "]", "::1", "127", "0x7f", "0177", "1", "localhost", "ｌ", "。", "\u00ad",
+     "xn--", "bücher", "a", "Z", "-", "_", " ", "\t", ":80", ":8080", ":0", "=", "&", "ü"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_URL_PARTS, max_size=12).map("".join))
+def test_parser_is_total_and_normal_form_is_a_fixed_point(url: str) -> None:
+    try:
+        target = validate_url(url)
+    except InvalidUrl:
+        return
+    again = validate_url(target.url)
+    assert again == target
+    assert again.url == target.url
+    assert target.scheme in ("http", "https") and 1 <= target.port <= 65535
+    assert target.target.startswith("/") and "#" not in target.url
+    assert (target.ip is not None) == (ipaddress_or_none(target.host) is not None)
+
+
+def ipaddress_or_none(host: str) -> object:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
