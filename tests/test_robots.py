@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from sift.errors import RobotsDisallowed
+from sift.errors import ConnectFailed, DnsFailure, RobotsDisallowed
 from sift.fetch import (
     Fetcher,
     FetchPolicy,
@@ -109,12 +109,28 @@ async def test_status_rules(up: Upstream, fetcher: Fetcher, status: int, allowed
     assert await checker(fetcher, up).allowed(url(up, "/private/x")) is allowed
 
 
-async def test_unreachable_disallows(fetcher: Fetcher) -> None:
+async def test_unreachable_origin_raises_its_own_error(fetcher: Fetcher) -> None:
     async with Upstream("127.0.1.1") as up:
         port = up.port
-    robots = RobotsChecker(fetcher, FetchPolicy(allow_private=True), MemoryRobotsCache(), "sift")
-    assert await robots.allowed(f"http://pub.test:{port}/") is False
-    assert await robots.allowed("http://unknown.test/") is False
+    cache = MemoryRobotsCache()
+    robots = RobotsChecker(fetcher, FetchPolicy(allow_private=True), cache, "sift", Clock())
+    for _ in range(2):  # the second answer comes from the cache
+        with pytest.raises(ConnectFailed):
+            await robots.allowed(f"http://pub.test:{port}/")
+        with pytest.raises(DnsFailure):
+            await robots.allowed("http://unknown.test/")
+        with pytest.raises(ConnectFailed):
+            await fetcher.fetch(f"http://pub.test:{port}/", FetchPolicy(allow_private=True),
+                                robots=robots)  # fmt: skip
+    assert cache.entries[f"http://pub.test:{port}"] == (0, b"connect_failed", NOW)
+    assert await robots.crawl_delay("http://unknown.test/") is None
+
+
+async def test_robots_redirected_to_a_blocked_address_disallows(
+    up: Upstream, fetcher: Fetcher
+) -> None:
+    up.redirect("/robots.txt", "http://127.0.0.1/robots.txt")
+    assert await checker(fetcher, up).allowed(url(up, "/public")) is False
 
 
 async def test_redirected_robots_is_followed(up: Upstream, fetcher: Fetcher) -> None:

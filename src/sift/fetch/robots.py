@@ -7,6 +7,9 @@ Outcome of fetching ``<origin>/robots.txt`` (through the same guarded fetcher, s
 - 4xx (except 429): unavailable → everything is allowed.
 - 429, 5xx, or unreachable (DNS, connect, TLS, timeout, refused by the egress guard):
   everything is disallowed. sift treats 429 like a server error, as major crawlers do.
+  When the origin itself is unreachable (DNS, connect, TLS, timeout), ``allowed`` raises
+  that error rather than answering ``False``, so callers see ``connect_failed`` and not a
+  misleading ``robots_disallowed``.
 
 Results are cached per origin for ``ttl_s`` (24 h by default); failures (429, 5xx,
 unreachable) only for ``error_ttl_s``, so a site that comes back is not shut out for a day.
@@ -26,7 +29,14 @@ from typing import TYPE_CHECKING, Protocol
 
 from protego import Protego
 
-from sift.errors import SiftError, TooManyRedirects
+from sift.errors import (
+    ConnectFailed,
+    DnsFailure,
+    SiftError,
+    TlsFailure,
+    TooManyRedirects,
+    UpstreamTimeout,
+)
 from sift.fetch.policy import FetchPolicy
 from sift.fetch.url import validate_url
 
@@ -37,6 +47,10 @@ ROBOTS_MAX_BYTES = 512 << 10
 UNREACHABLE = 0  # the status stored when robots.txt could not be fetched at all
 UNAVAILABLE = 404  # the status stored for a redirect chain longer than the policy allows
 _PARSED_CACHE_SIZE = 1024
+# robots.txt failures that mean the origin itself is unreachable: re-raised to the caller.
+_ORIGIN_FAILURES: dict[str, type[SiftError]] = {
+    cls.code: cls for cls in (DnsFailure, ConnectFailed, TlsFailure, UpstreamTimeout)
+}
 
 
 class RobotsCache(Protocol):
@@ -64,10 +78,14 @@ class MemoryRobotsCache:
 
 @dataclass(frozen=True)
 class Rules:
-    """The decision for one origin: allow all, disallow all, or what the parser says."""
+    """The decision for one origin: allow all, disallow all, or what the parser says.
+
+    ``failure`` names the error code when robots.txt was unreachable (``status`` 0).
+    """
 
     status: int
     parser: Protego | None
+    failure: str = ""
 
     @property
     def disallow_all(self) -> bool:
@@ -88,9 +106,12 @@ class Rules:
 
 
 def rules_for(status: int, body: bytes) -> Rules:
+    """Rules from a cached ``(status, body)``; for ``UNREACHABLE`` the body is the error code."""
     if 200 <= status < 300:
         text = body[:ROBOTS_MAX_BYTES].decode("utf-8", "replace")
         return Rules(status, Protego.parse(text))
+    if status == UNREACHABLE:
+        return Rules(status, None, body.decode("ascii", "replace"))
     return Rules(status, None)
 
 
@@ -124,9 +145,17 @@ class RobotsChecker:
         self._inflight: dict[str, asyncio.Future[Rules]] = {}
 
     async def allowed(self, url: str) -> bool:
-        """Whether robots.txt of ``url``'s origin lets ``user_agent_token`` fetch it."""
+        """Whether robots.txt of ``url``'s origin lets ``user_agent_token`` fetch it.
+
+        When robots.txt is unreachable because the *origin* is (DNS, connect, TLS, timeout),
+        the fetch is disallowed by raising that error instead of returning ``False``: the
+        caller then learns why (``connect_failed``), not a misleading ``robots_disallowed``.
+        """
         target = validate_url(url)
         rules = await self.rules(target.origin)
+        failure = _ORIGIN_FAILURES.get(rules.failure)
+        if failure is not None:
+            raise failure(f"{target.origin}/robots.txt could not be fetched: {rules.failure}.")
         return rules.allowed(target.url, self.token)
 
     async def crawl_delay(self, url: str) -> float | None:
@@ -197,8 +226,8 @@ class RobotsChecker:
             )
         except TooManyRedirects:
             return UNAVAILABLE, b""
-        except SiftError:
-            return UNREACHABLE, b""
+        except SiftError as exc:
+            return UNREACHABLE, exc.code.encode()
         if 300 <= result.status < 400:
             return UNAVAILABLE, b""
         return result.status, result.body
