@@ -393,9 +393,16 @@ class Service:
         if task is None:
             task = asyncio.ensure_future(make())
             self._flights[key] = task
-            task.add_done_callback(lambda _t: self._flights.pop(key, None))
+            task.add_done_callback(lambda t: self._flight_done(key, t))
         result: T = await asyncio.shield(task)
         return result
+
+    def _flight_done(self, key: tuple[str, ...], task: asyncio.Future[Any]) -> None:
+        self._flights.pop(key, None)
+        # Retrieved even when every waiter has gone (a cancelled batch target, a client that
+        # hung up), so an abandoned flight's error is not logged as "never retrieved".
+        if not task.cancelled():
+            task.exception()
 
     def _envelope(
         self, snap: Snapshot, opts: FetchOptions, eff: Effective, state: CacheState
