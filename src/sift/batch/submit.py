@@ -129,7 +129,9 @@ def _parse_target(
         unknown = sorted(set(item) - _TARGET_KEYS)
         if unknown:
             raise BadRequest(f"unknown field {', '.join(unknown)} (known: options, url)")
-        own = item.get("options") or {}
+        own = item.get("options")
+        if own is None:
+            own = {}
         if not isinstance(own, dict):
             raise BadRequest("options: expected an object")
         if "url" in own:
