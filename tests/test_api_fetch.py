@@ -304,6 +304,14 @@ async def test_upstream_error_pages_are_content(
     upstream.page("/gone", "<html><body><p>Not here</p></body></html>", status=404)
     env = (await fetch(sift, FLEET_KEY, url=url(upstream, "/gone"), format="text")).json()
     assert (env["status"], env["content"]) == (404, "Not here")
+    again = (await fetch(sift, FLEET_KEY, url=url(upstream, "/gone"), format="text")).json()
+    assert (again["status"], again["cache"], upstream.hits["/gone"]) == (404, "hit", 1)
+    # A 503 (or 429) says "not now": it is content too, but never served from the cache.
+    upstream.page("/busy", "<html><body><p>Try later</p></body></html>", status=503)
+    first = (await fetch(sift, FLEET_KEY, url=url(upstream, "/busy"), format="text")).json()
+    second = (await fetch(sift, FLEET_KEY, url=url(upstream, "/busy"), format="text")).json()
+    assert (first["status"], first["content"], second["cache"]) == (503, "Try later", "miss")
+    assert upstream.hits["/busy"] == 2
 
 
 async def test_upstream_failures_map_to_statuses(

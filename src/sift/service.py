@@ -235,7 +235,9 @@ class Service:
             opts.max_age_s if opts.max_age_s is not None else self.settings.cache.default_max_age_s
         )
         page = self._hot.page(page_key) or await self.adb.run(DB.get_page, page_key, now)
-        if page is not None and now - page.fetched_at < max_age_s:
+        # A throttled or failing upstream (429, 5xx) is asked again rather than served from
+        # the cache: its answer says "not now", not "this is the page".
+        if page is not None and now - page.fetched_at < max_age_s and _cacheable(page.status):
             snap = await self._snapshot_for_page(page, ropts, render_key, now, body=None)
             if snap is not None:
                 self._hot.put_page(page_key, page)
@@ -437,6 +439,10 @@ class Service:
 @functools.lru_cache(maxsize=4096)
 def _render_options_key(options: RenderOptions) -> str:
     return options.cache_key()
+
+
+def _cacheable(status: int) -> bool:
+    return status != 429 and status < 500
 
 
 def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
