@@ -1,0 +1,92 @@
+"""``/mcp`` on ``sift serve``: the SDK's streamable-HTTP transport behind sift's bearer keys.
+
+Every HTTP request is authenticated exactly as ``/v1/fetch`` is (``api.auth.authenticate``:
+the same keys, the same classes, the anonymous restricted caller when no keys are
+configured); a refused one gets the usual 401 error envelope and never reaches the MCP
+layer. The caller is left in the ASGI scope, where the tool handler finds it through the
+request the SDK attaches to each message.
+
+The transport is stateless with JSON responses: each POST is served on its own, so no MCP
+session state is kept between requests (nothing to hijack or exhaust), and tools, which
+answer with one result, need no event stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final
+
+from fastapi import FastAPI
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.datastructures import Headers
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from sift.api.auth import authenticate
+from sift.api.errors import error_response
+from sift.api.observe import OBSERVE_KEY
+from sift.config import Settings
+from sift.errors import SiftError, Unauthorized
+from sift.mcp.server import build_server
+from sift.mcp.tools import Core, SiftTools
+from sift.principal import Principal
+
+PRINCIPAL_KEY: Final = "sift.principal"
+MCP_PATH: Final = "/mcp"
+
+
+def principal_from_request(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    """The caller ``McpHttp`` authenticated for the HTTP request carrying this message."""
+    scope = getattr(ctx.request, "scope", None)
+    principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
+    if not isinstance(principal, Principal):
+        raise Unauthorized("this MCP message did not arrive on an authenticated request")
+    return principal
+
+
+class McpHttp:
+    """The ASGI endpoint for ``/mcp``; ``run()`` must be entered in the app's lifespan."""
+
+    def __init__(self, settings: Settings, tools: SiftTools) -> None:
+        self._settings = settings
+        self.manager = StreamableHTTPSessionManager(
+            app=build_server(tools, principal_from_request),
+            json_response=True,
+            stateless=True,
+            # A batch_submit of a full job is as large as a POST /v1/batch body.
+            max_request_body_size=max(settings.max_request_bytes, settings.batch.max_request_bytes),
+        )
+
+    def run(self) -> AbstractAsyncContextManager[None]:
+        """Start the transport's task group; it is stopped (open requests cancelled) on exit."""
+        return self.manager.run()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            principal = authenticate(self._settings, Headers(scope=scope).get("authorization"))
+        except SiftError as exc:
+            response = error_response(exc)
+            response.headers["WWW-Authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        scope[PRINCIPAL_KEY] = principal
+        scope[OBSERVE_KEY] = {
+            "route": MCP_PATH,
+            "caller": principal.name,
+            "class": principal.caller_class,
+            "host": "-",
+        }
+        await self.manager.handle_request(scope, receive, send)
+
+
+def install_mcp(app: FastAPI, settings: Settings, core: Callable[[], Core]) -> McpHttp:
+    """Route ``/mcp`` to a new ``McpHttp`` over ``core`` (resolved per call, so it may be
+    built later, in the lifespan). Enter the returned object's ``run()`` in the lifespan."""
+    endpoint = McpHttp(settings, SiftTools(core))
+    # A class instance as endpoint: Starlette hands it the raw ASGI call.
+    app.router.routes.append(
+        Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
+    )
+    return endpoint

@@ -1,0 +1,335 @@
+"""The MCP tools sift offers: names, descriptions and JSON schemas, written for a model to
+use without guessing.
+
+The schemas mirror ``sift.options`` (the same names, ranges and defaults as ``/v1/fetch``
+and ``/v1/batch``); ``sift.mcp.tools`` still validates every call through the same parser,
+so a schema a client ignores can never let a bad value through.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import mcp.types as types
+
+from sift.batch.submit import MAX_IDEM_KEY_CHARS
+from sift.options import FORMATS, MAX_EXCLUDES, MAX_INT, MAX_SELECTOR_CHARS, MAX_URL_BYTES
+
+# A tool result lands in a model's context window: unless the caller asks for more, one
+# fetch returns at most this many bytes (and never more than the caller's class cap).
+DEFAULT_MAX_BYTES: Final = 32 << 10
+RESULTS_MAX_LIMIT: Final = 100
+RESULTS_DEFAULT_LIMIT: Final = 20
+_DIGEST_PATTERN: Final = "^sha256:[0-9a-f]{64}$"
+
+_URL: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_URL_BYTES,
+    "description": "Absolute http:// or https:// URL.",
+}
+_FORMAT: Final = {
+    "type": "string",
+    "enum": list(FORMATS),
+    "default": "markdown",
+    "description": "markdown: the page as Markdown (default); text: plain text; html: cleaned "
+    "HTML; raw: the body as the server sent it, decoded to text.",
+}
+_MAIN_CONTENT: Final = {
+    "type": "boolean",
+    "default": True,
+    "description": "true (default): only the page's main content, without navigation, "
+    "sidebars, ads and footers. false: the whole visible page.",
+}
+_SELECTOR: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SELECTOR_CHARS,
+    "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
+    "'article' or '#content'.",
+}
+_MAX_BYTES_BATCH: Final = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_INT,
+    "description": "Largest content kept per page, in UTF-8 bytes (default and ceiling: "
+    "your class's cap).",
+}
+
+FETCH_DESCRIPTION: Final = (
+    "Fetch a web page and return its content as text (Markdown by default: the main "
+    "content, without navigation and ads). Pages are cached, robots.txt is honoured, and "
+    "only addresses your caller class may reach are fetched.\n\n"
+    f"At most max_bytes bytes (UTF-8) are returned, default {DEFAULT_MAX_BYTES}; the cut "
+    "falls on a clean boundary. The result's second part is a footer: title, final URL, "
+    "HTTP status, the byte range returned and, when truncated, the exact offset and digest "
+    "to pass to read on. Reading on with that offset and digest continues the same "
+    "snapshot (no re-download; the text cannot shift between calls). Errors are returned "
+    "as tool errors: '<code>: <message>' and a hint saying what to do next."
+)
+
+FETCH_TOOL: Final = types.Tool(
+    name="fetch",
+    title="Fetch a web page",
+    description=FETCH_DESCRIPTION,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": {**_URL, "description": "Absolute http:// or https:// URL of the page."},
+            "format": _FORMAT,
+            "max_bytes": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_INT,
+                "description": "Largest slice of content to return, in UTF-8 bytes. Default "
+                f"{DEFAULT_MAX_BYTES}; a value above your class's cap is lowered to it (the "
+                "footer then warns 'clamped').",
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_INT,
+                "default": 0,
+                "description": "UTF-8 byte offset into the page's content to start at. To read "
+                "on, pass the offset from the previous footer, together with its digest.",
+            },
+            "digest": {
+                "type": "string",
+                "pattern": _DIGEST_PATTERN,
+                "description": "The snapshot to read, from a previous footer (or a batch "
+                "result). With it, the same snapshot is read from the cache; without it, "
+                "a fresh-enough copy is used or the page is fetched.",
+            },
+            "main_content": _MAIN_CONTENT,
+            "selector": _SELECTOR,
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(
+        title="Fetch a web page",
+        read_only_hint=True,
+        idempotent_hint=True,
+        open_world_hint=True,
+    ),
+)
+
+_COUNTS: Final = {
+    "type": "object",
+    "description": "Targets per state.",
+    "properties": {
+        k: {"type": "integer"} for k in ("pending", "running", "done", "failed", "cancelled")
+    },
+    "required": ["pending", "running", "done", "failed", "cancelled"],
+}
+_JOB_STATUS: Final = {
+    "type": "string",
+    "enum": ["queued", "running", "done", "partial", "failed", "cancelled"],
+    "description": "queued/running: not finished; done: every URL succeeded; partial: some "
+    "failed; failed: all failed (or the job failed); cancelled.",
+}
+_JOB_VIEW_PROPERTIES: Final[dict[str, Any]] = {
+    "id": {"type": "string", "description": "The job id, for batch_status and batch_results."},
+    "status": _JOB_STATUS,
+    "error": {"type": "string", "description": "Why the job failed or was cancelled."},
+    "targets_total": {"type": "integer"},
+    "targets_done": {"type": "integer", "description": "URLs with an outcome."},
+    "counts": _COUNTS,
+    "expires_at": {
+        "type": "integer",
+        "description": "Unix seconds when the job and its results are deleted unless read.",
+    },
+}
+_JOB_VIEW_REQUIRED: Final = ["id", "status", "error", "targets_total", "targets_done", "counts"]
+_JOB_ID: Final = {"type": "string", "minLength": 1, "description": "The job id batch_submit gave."}
+
+BATCH_SUBMIT_TOOL: Final = types.Tool(
+    name="batch_submit",
+    title="Fetch many pages as one job",
+    description=(
+        "Start a batch job fetching many URLs in the background (politely: per-host limits, "
+        "robots.txt, Retry-After). Returns at once with the job id and counts; follow it "
+        "with batch_status, then read outcomes with batch_results. The same idempotency_key "
+        "returns the same job instead of starting another: it defaults to a digest of urls "
+        "and options, so resubmitting the same list is safe; pass a new key to force a new "
+        "job."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "urls": {
+                "type": "array",
+                "items": _URL,
+                "minItems": 1,
+                "description": "The URLs to fetch (at most your class's targets-per-job limit).",
+            },
+            "idempotency_key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_IDEM_KEY_CHARS,
+                "pattern": "^[\\x21-\\x7e]([\\x20-\\x7e]*[\\x21-\\x7e])?$",
+                "description": "Printable ASCII key naming this submission.",
+            },
+            "options": {
+                "type": "object",
+                "description": "Fetch options applied to every URL.",
+                "properties": {
+                    "format": _FORMAT,
+                    "main_content": _MAIN_CONTENT,
+                    "selector": _SELECTOR,
+                    "exclude": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                        "maxItems": MAX_EXCLUDES,
+                        "description": "CSS selectors of elements to drop.",
+                    },
+                    "max_bytes": _MAX_BYTES_BATCH,
+                    "max_age_s": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "maximum": MAX_INT,
+                        "description": "Accept a cached copy at most this many seconds old.",
+                    },
+                },
+                "additionalProperties": False,
+            },
+        },
+        "required": ["urls"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            **_JOB_VIEW_PROPERTIES,
+            "created": {
+                "type": "boolean",
+                "description": "false when an existing job with this key was returned.",
+            },
+        },
+        "required": [*_JOB_VIEW_REQUIRED, "created"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Fetch many pages as one job",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=True,
+    ),
+)
+
+BATCH_STATUS_TOOL: Final = types.Tool(
+    name="batch_status",
+    title="Batch job status",
+    description=(
+        "The status of a batch job and how many of its URLs are pending, running, done, "
+        "failed or cancelled. The job is finished when status is done, partial, failed or "
+        "cancelled; then read its outcomes with batch_results."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"id": _JOB_ID},
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": _JOB_VIEW_PROPERTIES,
+        "required": _JOB_VIEW_REQUIRED,
+    },
+    annotations=types.ToolAnnotations(
+        title="Batch job status", read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+_OUTCOME: Final = {
+    "type": "object",
+    "properties": {
+        "idx": {"type": "integer", "description": "Position of the URL in the submission."},
+        "url": {"type": "string"},
+        "status": {
+            "type": "string",
+            "enum": ["pending", "running", "done", "failed", "cancelled"],
+        },
+        "http_status": {"type": "integer"},
+        "title": {"type": ["string", "null"]},
+        "final_url": {"type": "string"},
+        "bytes": {"type": "integer", "description": "Content bytes kept by the job."},
+        "total_bytes": {"type": "integer", "description": "Content bytes of the whole page."},
+        "truncated": {"type": "boolean"},
+        "digest": {
+            "type": "string",
+            "description": "Snapshot id: fetch(url, digest=…) reads it from the cache.",
+        },
+        "error": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "hint": {"type": "string"},
+            },
+            "required": ["code", "message", "hint"],
+        },
+    },
+    "required": ["idx", "url", "status"],
+}
+
+BATCH_RESULTS_TOOL: Final = types.Tool(
+    name="batch_results",
+    title="Batch job outcomes",
+    description=(
+        "A page of a batch job's per-URL outcomes, in submission order: for each URL its "
+        "state and either the HTTP status, title, final URL, size and snapshot digest, or "
+        "the error (code, message, hint). Content is not included: read a page with "
+        "fetch(url, digest=<its digest>, plus the job's format/main_content/selector), which "
+        "serves the job's snapshot from the cache without fetching again. Continue with "
+        "offset=next_offset until next_offset is null."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "id": _JOB_ID,
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_INT,
+                "default": 0,
+                "description": "First position (idx) to return.",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": RESULTS_MAX_LIMIT,
+                "default": RESULTS_DEFAULT_LIMIT,
+                "description": "How many outcomes to return.",
+            },
+        },
+        "required": ["id"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "status": _JOB_STATUS,
+            "items": {"type": "array", "items": _OUTCOME},
+            "next_offset": {
+                "type": ["integer", "null"],
+                "description": "offset for the next page; null after the last URL.",
+            },
+        },
+        "required": ["id", "status", "items", "next_offset"],
+    },
+    annotations=types.ToolAnnotations(
+        title="Batch job outcomes", read_only_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+)
+
+TOOLS: Final = (FETCH_TOOL, BATCH_SUBMIT_TOOL, BATCH_STATUS_TOOL, BATCH_RESULTS_TOOL)
+
+
+def input_schema(name: str) -> dict[str, Any] | None:
+    """The input schema of tool ``name``; None for an unknown tool."""
+    for tool in TOOLS:
+        if tool.name == name:
+            return tool.input_schema
+    return None

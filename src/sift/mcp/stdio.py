@@ -1,0 +1,72 @@
+"""``sift mcp``: the MCP server over stdio, in this process, on the local data directory.
+
+It runs as the operator (fleet, private addresses allowed — like ``sift fetch``) or, with
+``--key``, as the caller that key names in the settings, with that caller's class. Like
+in-process ``sift batch``, it owns the data directory while it runs (it reconciles batch
+jobs a previous run left in flight and runs the batch runner): give each ``sift mcp`` its
+own ``--data-dir``, or let agents share a running ``sift serve`` through ``/mcp``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from sift.config import Settings
+from sift.errors import Unauthorized
+from sift.mcp.server import build_server
+from sift.mcp.tools import Core, SiftTools
+from sift.principal import OPERATOR, Principal
+
+
+def principal_for_key(settings: Settings, key: str | None) -> Principal:
+    """The operator without a key; otherwise the configured caller the key names."""
+    if key is None:
+        return OPERATOR
+    caller = settings.find_caller(key.strip())
+    if caller is None:
+        raise Unauthorized(
+            "--key: no caller with this key is configured",
+            hint="Pass a key issued with `sift keys add` for this config, or omit --key to run "
+            "as the operator.",
+        )
+    return Principal(caller.name, caller.caller_class)
+
+
+async def serve_stdio(settings: Settings, principal: Principal) -> None:
+    """Serve MCP on standard input/output until the client closes it, then shut down:
+    the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
+    from sift.batch.jobs import BatchJobs
+    from sift.batch.runner import BatchRunner, reconcile
+    from sift.cli import build_fetcher
+    from sift.dcache import AsyncDB
+    from sift.service import Service
+
+    adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    try:
+        await reconcile(adb, int(time.time()))
+        async with build_fetcher(settings) as fetcher:
+            service = Service(settings, adb, fetcher, render_executor=None)
+            runner = BatchRunner(settings, adb, service, principals={principal.name: principal})
+            core = Core(service, BatchJobs(settings, adb, runner))
+            runner.start()
+            try:
+                server = build_server(SiftTools(lambda: core), _fixed(principal))
+                async with stdio_server() as (read_stream, write_stream):
+                    await server.run(
+                        read_stream, write_stream, server.create_initialization_options()
+                    )
+            finally:
+                await runner.stop(settings.batch.shutdown_grace_s)
+    finally:
+        await adb.close()
+
+
+def _fixed(principal: Principal) -> Any:
+    def principal_for(ctx: ServerRequestContext[Any, Any]) -> Principal:
+        return principal
+
+    return principal_for

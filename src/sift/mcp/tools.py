@@ -1,0 +1,304 @@
+"""What each MCP tool does: validate the arguments, call the core in-process, shape the result.
+
+The tools call exactly what the HTTP API calls — ``Service.fetch`` and ``BatchJobs`` — so a
+page fetched through MCP is cached for ``/v1/fetch`` and the other way round, and a batch
+job submitted here is the caller's job on ``/v1/batch`` too. Nothing is fetched or
+rendered a second time for the MCP front end.
+
+Every failure becomes a tool error result (``isError``) whose text is
+``<code>: <message>`` and ``hint: <hint>`` and whose structured content is the same
+``{"error": {code, message, hint}}`` object the API answers: a model reads it, a program
+parses it, and neither ever sees a bare protocol error for a bad URL or a refused address.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import mcp.types as types
+
+from sift.batch.jobs import BatchJobs
+from sift.batch.submit import check_idem_key
+from sift.errors import BadRequest, SiftError
+from sift.jsonio import dumps, loads
+from sift.mcp.schema import (
+    DEFAULT_MAX_BYTES,
+    RESULTS_DEFAULT_LIMIT,
+    RESULTS_MAX_LIMIT,
+    TOOLS,
+    input_schema,
+)
+from sift.options import MAX_INT, parse_options
+from sift.principal import Principal
+from sift.service import Service
+
+log = logging.getLogger("sift.mcp")
+
+# A batch_results page is built from at most about this many bytes of stored envelopes
+# (the compact outcomes are far smaller; next_offset says where to go on).
+RESULTS_READ_MAX_BYTES: Final = 8 << 20
+_JOB_FIELDS: Final = (
+    "id",
+    "status",
+    "error",
+    "targets_total",
+    "targets_done",
+    "counts",
+    "expires_at",
+)
+_OUTCOME_FIELDS: Final = ("title", "final_url", "bytes", "total_bytes", "truncated", "digest")
+
+
+@dataclass(frozen=True)
+class Core:
+    """What the tools call: the fetch service and the batch jobs of this process."""
+
+    service: Service
+    jobs: BatchJobs
+
+
+Handler = Callable[[Principal, dict[str, Any]], Awaitable[types.CallToolResult]]
+
+
+class SiftTools:
+    """The four tools over a core that may appear later (the API builds it in its lifespan).
+
+    ``default_max_bytes`` is what ``fetch`` returns when the caller does not say (lowered to
+    the caller's class cap); ``clock`` gives unix seconds for the batch store.
+    """
+
+    def __init__(
+        self,
+        core: Callable[[], Core],
+        *,
+        default_max_bytes: int = DEFAULT_MAX_BYTES,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._core = core
+        self._default_max_bytes = default_max_bytes
+        self._clock = clock
+        self._handlers: dict[str, Handler] = {
+            "fetch": self.fetch,
+            "batch_submit": self.batch_submit,
+            "batch_status": self.batch_status,
+            "batch_results": self.batch_results,
+        }
+        assert set(self._handlers) == {t.name for t in TOOLS}
+
+    async def call(
+        self, principal: Principal, name: str, arguments: Mapping[str, Any] | None
+    ) -> types.CallToolResult:
+        """Run tool ``name``; every failure is returned as a tool error, never raised."""
+        try:
+            handler = self._handlers.get(name)
+            if handler is None:
+                raise BadRequest(
+                    f"unknown tool {name!r}",
+                    hint=f"Use one of: {', '.join(self._handlers)}.",
+                )
+            args = dict(arguments or {})
+            _check_names(name, args)
+            return await handler(principal, args)
+        except SiftError as exc:
+            return error_result(exc)
+        except Exception as exc:
+            log.error("tool %s failed unexpectedly", name, exc_info=exc)
+            return error_result(SiftError("sift failed while running this tool"))
+
+    # -- tools --------------------------------------------------------------------------
+
+    async def fetch(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        service = self._core().service
+        if args.get("max_bytes") is None:
+            cap = service.settings.classes.get(principal.caller_class).output_cap
+            args["max_bytes"] = min(self._default_max_bytes, cap)
+        opts = parse_options(args)
+        envelope = await service.fetch(principal, opts)
+        return types.CallToolResult(
+            content=[
+                types.TextContent(type="text", text=envelope["content"]),
+                types.TextContent(type="text", text=footer(envelope, args)),
+            ]
+        )
+
+    async def batch_submit(
+        self, principal: Principal, args: dict[str, Any]
+    ) -> types.CallToolResult:
+        urls = args.get("urls")
+        if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+            raise BadRequest("urls: expected a list of URL strings")
+        options = args.get("options") or {}
+        if not isinstance(options, dict):
+            raise BadRequest("options: expected an object of fetch options")
+        idem = _idem_key(args.get("idempotency_key"), urls, options)
+        body: dict[str, Any] = {"targets": urls}
+        if options:
+            body["options"] = options
+        view, created = await self._core().jobs.submit(principal, idem, body, self._now())
+        return structured_result({**compact_job(view), "created": created})
+
+    async def batch_status(
+        self, principal: Principal, args: dict[str, Any]
+    ) -> types.CallToolResult:
+        job_id = _job_id(args)
+        view = await self._core().jobs.status(principal, job_id, self._now())
+        return structured_result(compact_job(view))
+
+    async def batch_results(
+        self, principal: Principal, args: dict[str, Any]
+    ) -> types.CallToolResult:
+        job_id = _job_id(args)
+        offset = _int_arg(args, "offset", 0, 0, MAX_INT)
+        limit = _int_arg(args, "limit", RESULTS_DEFAULT_LIMIT, 1, RESULTS_MAX_LIMIT)
+        jobs = self._core().jobs
+        now = self._now()
+        page = loads(
+            await jobs.results_page(principal, job_id, offset, limit, now, RESULTS_READ_MAX_BYTES)
+        )
+        view = await jobs.status(principal, job_id, now)
+        return structured_result(
+            {
+                "id": job_id,
+                "status": view["status"],
+                "items": [compact_outcome(item) for item in page["items"]],
+                "next_offset": page["next_offset"],
+            }
+        )
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+
+# -- argument checks ----------------------------------------------------------------------
+
+
+def _check_names(tool: str, args: Mapping[str, Any]) -> None:
+    """Refuse arguments the tool's schema does not name (a typo must not pass silently)."""
+    schema = input_schema(tool) or {}
+    known = schema.get("properties", {})
+    unknown = sorted(set(args) - set(known))
+    if unknown:
+        raise BadRequest(
+            f"{tool}: unknown argument {', '.join(unknown)}",
+            hint=f"{tool} takes: {', '.join(known)}.",
+        )
+
+
+def _job_id(args: Mapping[str, Any]) -> str:
+    job_id = args.get("id")
+    if not isinstance(job_id, str) or not job_id:
+        raise BadRequest("id: expected the job id batch_submit returned")
+    return job_id
+
+
+def _int_arg(args: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = args.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise BadRequest(f"{name}: expected an integer from {lo} to {hi}")
+    return value
+
+
+def _idem_key(key: Any, urls: list[str], options: Mapping[str, Any]) -> str:
+    if key is None:
+        return default_idem_key(urls, options)
+    try:
+        return check_idem_key(key if isinstance(key, str) else None)
+    except BadRequest as exc:
+        raise BadRequest(
+            "idempotency_key: expected 1-255 printable ASCII characters",
+            hint="Pass a short printable key such as a UUID, or omit it.",
+        ) from exc
+
+
+def default_idem_key(urls: list[str], options: Mapping[str, Any]) -> str:
+    """The same list with the same options → the same key → the same job while it lives."""
+    blob = json.dumps([urls, options], sort_keys=True, separators=(",", ":"))
+    return "sift-mcp-" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+def error_result(exc: SiftError) -> types.CallToolResult:
+    """A tool error carrying ``code``, ``message`` and ``hint`` (and Retry-After, if any)."""
+    body = exc.to_dict()
+    text = f"{exc.code}: {exc.message}\nhint: {exc.hint}"
+    retry_after = exc.headers.get("Retry-After")
+    if retry_after is not None:
+        body["retry_after"] = int(retry_after) if retry_after.isdigit() else retry_after
+        text += f"\nretry after: {retry_after} s"
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=body,
+        is_error=True,
+    )
+
+
+def structured_result(data: dict[str, Any]) -> types.CallToolResult:
+    """Structured content, and the same JSON as text for clients that only show text."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=dumps(data).decode())],
+        structured_content=data,
+    )
+
+
+def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
+    """The lines a model acts on after the content: what it read and how to read on."""
+    start = envelope["offset"]
+    end = start + envelope["bytes"]
+    truncated = envelope["truncated"]
+    lines = [
+        "---",
+        f"title: {envelope['title'] or '(none)'}",
+        f"final_url: {envelope['final_url']}",
+        f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}",
+        f"bytes: {start}-{end} of {envelope['total_bytes']} | "
+        f"truncated: {'yes' if truncated else 'no'}",
+    ]
+    if truncated:
+        call = _read_on_call(envelope, args)
+        lines.append(f"to read on, call {call}")
+    else:
+        lines.append(f"digest: {envelope['digest']}")
+    if envelope.get("warnings"):
+        lines.append(f"warnings: {', '.join(envelope['warnings'])}")
+    return "\n".join(lines)
+
+
+def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
+    """The exact fetch call continuing this snapshot: the same render options, the next
+    offset and the digest."""
+    parts = [f"url={json.dumps(envelope['url'])}"]
+    if args.get("format", "markdown") != "markdown":
+        parts.append(f"format={json.dumps(args['format'])}")
+    if args.get("main_content") is False:
+        parts.append("main_content=false")
+    if args.get("selector") is not None:
+        parts.append(f"selector={json.dumps(args['selector'])}")
+    parts.append(f"offset={envelope['next_offset']}")
+    parts.append(f"digest={json.dumps(envelope['digest'])}")
+    return f"fetch({', '.join(parts)})"
+
+
+def compact_job(view: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: view[k] for k in _JOB_FIELDS if k in view}
+
+
+def compact_outcome(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One target without its content: enough to decide what to read or retry."""
+    out: dict[str, Any] = {"idx": item["idx"], "url": item["url"], "status": item["status"]}
+    result = item.get("result")
+    if isinstance(result, dict):
+        out["http_status"] = result["status"]
+        out.update({k: result[k] for k in _OUTCOME_FIELDS if k in result})
+    if "error" in item:
+        out["error"] = item["error"]
+    return out
