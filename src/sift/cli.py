@@ -25,8 +25,10 @@ from typing import Any
 from sift import __version__
 from sift.batch.command import add_batch_parser
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
+from sift.dcache import DB
 from sift.errors import ConfigError, SiftError
 from sift.fetch import Fetcher
+from sift.mcp.command import add_mcp_parser
 
 EXIT_CONFIG = 2
 
@@ -147,7 +149,10 @@ async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any
     try:
         async with build_fetcher(settings) as fetcher:
             service = Service(settings, adb, fetcher, render_executor=None)
-            return await service.fetch(OPERATOR, opts)
+            try:
+                return await service.fetch(OPERATOR, opts)
+            finally:
+                await service.close()
     finally:
         await adb.close()
 
@@ -192,6 +197,39 @@ def cmd_keys_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def collect_stats(db: DB, settings: Settings) -> dict[str, Any]:
+    """What `sift stats` reports: cache size against budget, entries, hit rate, batch bytes."""
+    stats = db.stats()
+    counters = db.counters()
+    hits, misses = counters.get("hit", 0), counters.get("miss", 0)
+    revalidated = counters.get("revalidated", 0)
+    served = hits + misses + revalidated
+    return {
+        "cache_bytes": stats["bytes"],
+        "cache_max_bytes": settings.cache.max_bytes,
+        "bodies": stats["bodies"],
+        "pages": stats["pages"],
+        "renders": stats["renders"],
+        "robots": stats["robots"],
+        "hits": hits,
+        "misses": misses,
+        "revalidated": revalidated,
+        "hit_rate": round((hits + revalidated) / served, 4) if served else None,
+        "batch_jobs": stats["batch_jobs"],
+        "batch_bytes": stats["batch_bytes"],
+        "batch_max_bytes": settings.batch.max_bytes,
+    }
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from sift.dcache import DB
 
@@ -200,13 +238,29 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise ConfigError(f"data_dir: {settings.data_dir}: no database yet; run `sift serve` first")
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     try:
-        stats = db.stats()
-        batch_bytes = db.batch_nbytes()
+        st = collect_stats(db, settings)
     finally:
         db.close()
-    for key in sorted(stats):
-        print(f"{key:>20}  {stats[key]}")
-    print(f"{'batch_bytes':>20}  {batch_bytes}")
+    if args.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    share = st["cache_bytes"] / st["cache_max_bytes"] * 100
+    rate = "–" if st["hit_rate"] is None else f"{st['hit_rate'] * 100:.1f}%"
+    print(
+        f"cache     {_human(st['cache_bytes'])} of {_human(st['cache_max_bytes'])} ({share:.1f}%)"
+    )
+    print(
+        f"entries   {st['pages']} pages, {st['bodies']} bodies, {st['renders']} renders, "
+        f"{st['robots']} robots.txt"
+    )
+    print(
+        f"requests  {st['hits']} hits, {st['misses']} misses, {st['revalidated']} revalidated; "
+        f"hit rate {rate}"
+    )
+    print(
+        f"batch     {st['batch_jobs']} jobs, {_human(st['batch_bytes'])} of "
+        f"{_human(st['batch_max_bytes'])}"
+    )
     return 0
 
 
@@ -243,9 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fetch)
 
     add_batch_parser(sub, _add_settings_args)
+    add_mcp_parser(sub, _add_settings_args)
 
     p = sub.add_parser("stats", help="cache size, entries, hit rate, batch bytes")
     _add_settings_args(p)
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_stats)
 
     keys = sub.add_parser("keys", help="manage caller keys")
