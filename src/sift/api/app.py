@@ -27,6 +27,8 @@ from sift.config import Settings
 from sift.dcache import DB, AsyncDB
 from sift.fetch import Fetcher
 from sift.jsonio import dumps
+from sift.mcp.http import install_mcp
+from sift.mcp.tools import Core
 from sift.metrics import Metrics
 from sift.service import Service
 
@@ -62,13 +64,15 @@ def create_app(
         gc.freeze()
         runner = await start_batch(app, settings, adb, app.state.service)
         try:
-            yield
+            async with mcp_http.run():  # the /mcp transport's task group
+                yield
         finally:
             await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
             # Shutdown in reverse: stop fetching, stop rendering, then close the database
             # (queued writes finish first).
             if access_log is not None:
                 access_log.flush()
+            await app.state.service.close()
             await fetcher.close()
             executor.shutdown(wait=True, cancel_futures=True)
             await adb.close()
@@ -84,6 +88,7 @@ def create_app(
     install_error_handlers(app)
     install_batch_routes(app)
     hot_routes = install_fetch_routes(app)
+    mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch))
     access_log = AccessLog() if settings.access_log else None
     app.add_middleware(ObserveMiddleware, metrics=metrics, access_log=access_log)
     app.set_hot_routes(
