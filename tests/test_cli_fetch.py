@@ -84,6 +84,24 @@ def test_fetch_in_process(tmp_path: Path, upstream: str) -> None:
     assert proc.stderr.startswith("sift: ") and "\nhint: " in proc.stderr
 
 
+def test_stats_counts_hits_and_misses(tmp_path: Path, upstream: str) -> None:
+    data = str(tmp_path / "d")
+    proc = run("stats", "--data-dir", data)
+    assert proc.returncode == 2
+    assert "no database yet" in proc.stderr
+    for _ in range(3):
+        assert run("fetch", f"{upstream}/page", "--data-dir", data, "--no-robots").returncode == 0
+    proc = run("stats", "--data-dir", data, "--json")
+    assert proc.returncode == 0, proc.stderr
+    st = json.loads(proc.stdout)
+    assert (st["hits"], st["misses"], st["revalidated"], st["hit_rate"]) == (2, 1, 0, 0.6667)
+    assert (st["pages"], st["bodies"], st["renders"], st["batch_jobs"]) == (1, 1, 1, 0)
+    assert len(PAGE) <= st["cache_bytes"] < 4096  # the body, stored raw, plus one render
+    assert st["cache_max_bytes"] == 1 << 30
+    text = run("stats", "--data-dir", data).stdout
+    assert "requests  2 hits, 1 misses, 0 revalidated; hit rate 66.7%" in text
+
+
 def test_cli_and_client_against_a_real_server(tmp_path: Path, upstream: str) -> None:
     with sift_serve(tmp_path) as served:
         proc = run(

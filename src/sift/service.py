@@ -35,6 +35,7 @@ from sift.render import Rendered, RenderOptions, cap, render
 
 CacheState = Literal["hit", "miss", "revalidated"]
 CHECKED_URLS_MAX = 10_000
+COUNTER_FLUSH_S = 5.0
 T = TypeVar("T")
 
 
@@ -111,6 +112,9 @@ class Service:
         self._robots: dict[tuple[str, bool], RobotsChecker] = {}
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
+        self._pending: dict[str, int] = {}
+        self._flushed_at = time.monotonic()
+        self._flush_task: asyncio.Future[None] | None = None
         # Bound once: a labelled child lookup per request is measurable on the hot path.
         self._cache_counters = {
             state: self.metrics.cache.labels(state) for state in ("hit", "miss", "revalidated")
@@ -182,7 +186,30 @@ class Service:
                 opts, policy, robots, page_key, ropts, render_key, now
             )
         self._cache_counters[state].inc()
+        self._count(state)
         return self._envelope(snap, opts, eff, state)
+
+    def _count(self, name: str) -> None:
+        """Count into the persistent counters (``sift stats``), written every few seconds."""
+        self._pending[name] = self._pending.get(name, 0) + 1
+        now = time.monotonic()
+        if now - self._flushed_at >= COUNTER_FLUSH_S and self._flush_task is None:
+            self._flushed_at = now
+            self._flush_task = asyncio.ensure_future(self._flush_counters())
+
+    async def _flush_counters(self) -> None:
+        pending, self._pending = self._pending, {}
+        try:
+            if pending:
+                await self.adb.run(DB.add_counters, pending)
+        finally:
+            self._flush_task = None
+
+    async def close(self) -> None:
+        """Write the counters still pending. Call before closing the database."""
+        if self._flush_task is not None:
+            await self._flush_task
+        await self._flush_counters()
 
     def _check_url(self, url: str, policy: FetchPolicy) -> Target:
         """``fetcher.check_url`` memoized per (URL, policy): pure, and costly to repeat on

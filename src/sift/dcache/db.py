@@ -10,6 +10,7 @@ through ``AsyncDB.run``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Final
 
 from sift.dcache.batch import BatchStoreMixin
@@ -75,6 +76,20 @@ class DB(ContentCacheMixin, BatchStoreMixin):
             )
 
     # -- stats -----------------------------------------------------------------------------
+
+    def add_counters(self, deltas: Mapping[str, int]) -> None:
+        """Add ``deltas`` to the persistent counters (created at 0). One transaction."""
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT INTO counter (name, value) VALUES (?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                list(deltas.items()),
+            )
+
+    def counters(self) -> dict[str, int]:
+        """The persistent counters, as ``add_counters`` left them."""
+        with self._read() as conn:
+            return {str(n): int(v) for n, v in conn.execute("SELECT name, value FROM counter")}
 
     def stats(self) -> dict[str, int]:
         """Counters since open (hits, misses — totals and per body/page/render —, evictions,

@@ -103,7 +103,15 @@ _V1: Final[tuple[str, ...]] = (
         ON batch_target(job_id, idx) WHERE status = 'pending'""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+# Version 2: service counters that outlive the process (hits, misses, …) for `sift stats`.
+_V2: Final[tuple[str, ...]] = (
+    """CREATE TABLE IF NOT EXISTS counter (
+        name  TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    )""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 
