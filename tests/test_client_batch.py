@@ -1,0 +1,195 @@
+"""sift.client batch jobs (sync and async) and `sift batch --server`, against a real `sift serve`.
+
+One server subprocess for the module; the upstream is a threaded HTTP server on 127.0.0.1
+(the sync client blocks its thread, so the upstream cannot share an event loop with it).
+Every URL is an IP literal: the server process uses the system resolver.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from servehelpers import SIFT, Served, free_port, sift_serve
+from sift.client import AsyncClient, BatchItem, Client, Envelope, JobView
+from sift.errors import BadRequest, Blocked, ConnectFailed, NotFound, SiftError
+
+PAGES = {
+    f"/p{i}": f"<html><head><title>Page {i}</title></head><body><article><h1>Page {i}</h1>"
+    f"<p>Paragraph {i} long enough to be the main content of this small test page.</p>"
+    "</article></body></html>"
+    for i in range(4)
+}
+RELEASE = threading.Event()  # /hang answers only once this is set (at teardown)
+HITS: Counter[str] = Counter()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        HITS[self.path] += 1
+        if self.path == "/hang":
+            RELEASE.wait(30)
+        body = PAGES.get(self.path, "missing")
+        data = body.encode()
+        self.send_response(200 if self.path in PAGES else 404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    RELEASE.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with sift_serve(tmp_path_factory.mktemp("serve")) as s:
+        yield s
+
+
+def _title(item: BatchItem) -> str | None:
+    assert item.result is not None
+    return item.result.title
+
+
+def test_submit_wait_results(served: Served, upstream: str) -> None:
+    urls = [f"{upstream}/p{i}" for i in range(4)] + [f"{upstream}/missing"]
+    seen: list[JobView] = []
+    with Client(served.base_url, served.fleet_key) as client:
+        job = client.submit(urls, idempotency_key="client-1", options={"format": "text"})
+        assert job.created is True
+        assert (job.view.targets_total, job.view.status) == (5, "queued")
+        final = job.wait(progress=seen.append, poll_s=0.05)
+        assert final.finished and final.status == "done"
+        assert final.counts == {"pending": 0, "running": 0, "done": 5, "failed": 0, "cancelled": 0}
+        assert seen[0].id == job.id and seen[-1] == final
+        # Pages of 2: results() follows next_offset across three pages.
+        items = list(job.results(page_size=2))
+        assert [i.idx for i in items] == [0, 1, 2, 3, 4]
+        assert [i.url for i in items] == urls
+        assert [_title(i) for i in items[:4]] == [f"Page {i}" for i in range(4)]
+        first = items[0].result
+        assert isinstance(first, Envelope)
+        assert (first.format, first.status) == ("text", 200)
+        assert first.content == (
+            "Paragraph 0 long enough to be the main content of this small test page."
+        )
+        assert items[4].result is not None and items[4].result.status == 404
+        # The same key while the job lives: the same job, nothing new fetched.
+        again = client.submit(urls, idempotency_key="client-1", options={"format": "text"})
+        assert (again.created, again.id) == (False, job.id)
+        assert client.job(job.id).view.status == "done"
+        ndjson = b"".join(job.results_ndjson()).decode().splitlines()
+        assert [json.loads(line)["idx"] for line in ndjson] == [0, 1, 2, 3, 4]
+    assert HITS["/p0"] == 1
+
+
+def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: str) -> None:
+    with Client(served.base_url, served.restricted_key) as client:
+        job = client.submit([f"{upstream}/p0"], idempotency_key="client-restricted")
+        job.wait(poll_s=0.05)
+        (item,) = list(job.results())
+        assert item.status == "failed" and item.result is None
+        assert type(item.error) is Blocked
+        assert item.error.code == "blocked_address"
+        # Another caller's job is as missing as an unknown one.
+        with Client(served.base_url, served.fleet_key) as other, pytest.raises(NotFound):
+            other.job(job.id)
+        with pytest.raises(BadRequest) as info:
+            client.submit(["ftp://x/"], idempotency_key="client-bad")
+        assert type(info.value) is BadRequest
+        assert info.value.message == (
+            "1 of 1 targets are invalid: [0] Only http and https URLs can be fetched, not ftp:."
+        )
+
+
+def test_cancel(served: Served, upstream: str) -> None:
+    with Client(served.base_url, served.fleet_key) as client:
+        job = client.submit([f"{upstream}/hang"] * 3, idempotency_key="client-cancel")
+        view = job.cancel()
+        # /hang never answers before teardown: no target can finish before the cancel.
+        assert view.status == "cancelled"
+        assert view.counts == {"pending": 0, "running": 0, "done": 0, "failed": 0, "cancelled": 3}
+        assert job.wait(poll_s=0.05).status == "cancelled"
+        assert {i.status for i in job.results()} == {"cancelled"}
+        errors = [i.error for i in job.results()]
+        assert all(isinstance(e, SiftError) and e.code == "cancelled" for e in errors)
+
+
+def test_unreachable_server_raises_connect_failed() -> None:
+    with Client(f"http://127.0.0.1:{free_port()}", "k") as client:
+        with pytest.raises(ConnectFailed) as info:
+            client.fetch("http://127.0.0.1/")
+        assert info.value.hint == "Check that `sift serve` is running at that address."
+
+
+async def test_async_job(served: Served, upstream: str) -> None:
+    urls = [f"{upstream}/p1", f"{upstream}/p2"]
+    async with AsyncClient(served.base_url, served.fleet_key) as client:
+        job = await client.submit(urls, idempotency_key="client-async")
+        final = await job.wait(poll_s=0.05)
+        assert final.status == "done" and final.targets_done == 2
+        titles = [_title(item) async for item in job.results(page_size=1)]
+        assert titles == ["Page 1", "Page 2"]
+        chunks = [c async for c in job.results_ndjson()]
+        assert len(b"".join(chunks).splitlines()) == 2
+        assert (await (await client.job(job.id)).cancel()).status == "done"
+
+
+def test_cli_batch_server_uses_the_client(served: Served, upstream: str, tmp_path: Path) -> None:
+    listing = tmp_path / "urls.txt"
+    listing.write_text(f"# two pages\n{upstream}/p2\n\n{upstream}/p3\n")
+    out = tmp_path / "out.ndjson"
+    proc = subprocess.run(
+        [
+            *SIFT,
+            "batch",
+            str(listing),
+            "--server",
+            served.base_url,
+            "--key",
+            served.fleet_key,
+            "--out",
+            str(out),
+            "--poll-s",
+            "0.05",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["idx"], r["status"], r["result"]["title"]) for r in lines] == [
+        (0, "done", "Page 2"),
+        (1, "done", "Page 3"),
+    ]
+    assert " done: 2 done, 0 failed, 0 cancelled of 2 in " in proc.stderr
+    # A refused key is the server's error, printed with its hint.
+    proc = subprocess.run(
+        [*SIFT, "batch", str(listing), "--server", served.base_url, "--key", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("sift: unknown key\nhint: ")
