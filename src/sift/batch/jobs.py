@@ -40,9 +40,15 @@ def _owned(db: DB, job_id: str, caller: str) -> BatchJob:
     return job
 
 
-def _status(db: DB, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
+def _status(
+    db: DB, job_id: str, caller: str, now: int, ttl_s: int, running: int = 0
+) -> dict[str, Any]:
+    """``running``: targets the runner is fetching, pending in the store (see runner)."""
     job = _owned(db, job_id, caller)
     counts = db.batch_target_counts(job_id) or {}
+    moved = min(running, counts.get("pending", 0))
+    counts["pending"] = counts.get("pending", 0) - moved
+    counts["running"] = counts.get("running", 0) + moved
     db.touch_batch_job(job_id, now)
     job.lease = now
     return job_view(job, counts, ttl_s)
@@ -108,7 +114,10 @@ class BatchJobs:
     async def status(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """``{id, status, error, targets_total, targets_done, counts, created_at, lease,
         expires_at}``."""
-        return await self._adb.run(_status, job_id, principal.name, now, self.settings.batch.ttl_s)
+        running = len(self.runner.running(job_id))
+        return await self._adb.run(
+            _status, job_id, principal.name, now, self.settings.batch.ttl_s, running
+        )
 
     async def cancel(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """Cancel a queued or running job (pending targets never run, running ones are
@@ -127,6 +136,7 @@ class BatchJobs:
         if offset < 0 or not 1 <= limit <= MAX_PAGE_LIMIT:
             raise BadRequest(f"offset must be >= 0 and limit between 1 and {MAX_PAGE_LIMIT}")
         job = await self._adb.run(_owned, job_id, principal.name)
+        running = self.runner.running(job_id)
         items: list[bytes] = []
         size = 0
         pos = offset
@@ -137,7 +147,7 @@ class BatchJobs:
             if rows is None:
                 raise _not_found(job_id)
             for t in rows:
-                line = item_json(t)
+                line = item_json(t, running)
                 if items and size + len(line) > max_bytes:
                     full = True
                     break

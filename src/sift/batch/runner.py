@@ -86,18 +86,31 @@ class _Job:
     started: bool = False  # the job's status has been written as running
     interrupted: bool = False  # shutdown cancelled one of its targets: it cannot finish here
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    # Targets being fetched now. They stay "pending" in the store (one write per target
+    # less); the status and results views show them as running from here.
+    running: set[int] = field(default_factory=set)
 
     @property
     def finished(self) -> bool:
-        return (
-            self.exhausted and not self.buffer and self.in_flight == 0 and not self.interrupted
-        )
+        return self.exhausted and not self.buffer and self.in_flight == 0 and not self.interrupted
 
 
-def _begin_target(db: DB, job_id: str, idx: int, now: int, first: bool) -> None:
-    if first:
+@dataclass(slots=True, eq=False)
+class _Slot:
+    """One of the ``batch.concurrency`` fetch slots, held by one target until its fetch
+    ends (the outcome is written after the slot is given back)."""
+
+    job: _Job
+    target: _Target
+    released: bool = False
+
+
+def _begin_job(db: DB, job_id: str, now: int) -> None:
+    job = db.batch_job(job_id)
+    if job is None:
+        raise NotFound(f"batch job {job_id} not found")
+    if job.status == "queued":
         db.set_batch_job_status(job_id, "running", "", now)
-    db.update_batch_target(job_id, idx, now, "running")
 
 
 def _store_outcome(
@@ -112,7 +125,8 @@ def _store_outcome(
     max_bytes: int,
 ) -> None:
     db.update_batch_target(job_id, idx, now, status, result, error, hint)  # type: ignore[arg-type]
-    db.evict_batch_oldest(max_bytes)
+    if db.batch_nbytes() > max_bytes:  # a read: no write transaction when under budget
+        db.evict_batch_oldest(max_bytes)
 
 
 def _finish_job(db: DB, job_id: str, now: int, max_bytes: int) -> JobStatus | None:
@@ -174,7 +188,8 @@ class BatchRunner:
         self._jobs: dict[str, _Job] = {}
         self._by_caller: dict[str, deque[_Job]] = {}
         self._rotation: deque[str] = deque()  # callers with jobs; the next served at the left
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # targets fetching or writing
+        self._busy = 0  # slots held (targets fetching)
         self._abandoned: set[str] = set()
         self._wake = asyncio.Event()
         self._admit_needed = True
@@ -188,6 +203,12 @@ class BatchRunner:
         """A job was submitted: look for queued jobs at the next turn."""
         self._admit_needed = True
         self._wake.set()
+
+    def running(self, job_id: str) -> frozenset[int]:
+        """The idx of ``job_id``'s targets being fetched right now (in the store they are
+        still pending: every one of them is a pending target there)."""
+        job = self._jobs.get(job_id)
+        return frozenset(job.running) if job is not None else frozenset()
 
     def abandon(self, job_id: str) -> None:
         """Forget ``job_id`` now: no target of it starts again, its running targets are
@@ -358,17 +379,20 @@ class BatchRunner:
     # -- picking ----------------------------------------------------------------------------
 
     def _start_ready(self, now: float) -> None:
-        while len(self._tasks) < self._concurrency and not self._stopping:
+        while self._busy < self._concurrency and not self._stopping:
             picked = self._pick(now)
             if picked is None:
                 break
             job, target = picked
             self._gate.started(target.host, now)
+            self._busy += 1
             job.in_flight += 1
-            task = asyncio.create_task(self._run_target(job, target, now))
+            job.running.add(target.idx)
+            slot = _Slot(job, target)
+            task = asyncio.create_task(self._run_target(slot, now))
             self._tasks.add(task)
             job.tasks.add(task)
-            task.add_done_callback(functools.partial(self._on_done, job, target))
+            task.add_done_callback(functools.partial(self._on_done, slot))
         if len(self._gate) > MAX_REMEMBERED_HOSTS:
             self._gate.forget_idle(now)
 
@@ -389,7 +413,7 @@ class BatchRunner:
 
     def _next_open_delay(self, now: float) -> float | None:
         """Seconds until a host that buffered targets wait for opens (None: none waits)."""
-        if len(self._tasks) >= self._concurrency:
+        if self._busy >= self._concurrency:
             return None
         hosts: set[str] = set()
         for job in self._jobs.values():
@@ -400,38 +424,52 @@ class BatchRunner:
         at = self._gate.next_open_at(hosts, now)
         return None if at is None else max(0.0, at - now)
 
-    def _on_done(self, job: _Job, target: _Target, task: asyncio.Task[None]) -> None:
+    def _release(self, slot: _Slot) -> None:
+        """Give the slot and the host back (once): the next target may start."""
+        if not slot.released:
+            slot.released = True
+            self._busy -= 1
+            self._gate.finished(slot.target.host)
+            self._wake.set()
+
+    def _on_done(self, slot: _Slot, task: asyncio.Task[None]) -> None:
         # Bookkeeping lives here, not in the task: a task cancelled before its first step
         # never runs its own finally block.
+        job, target = slot.job, slot.target
         self._tasks.discard(task)
         job.tasks.discard(task)
         job.in_flight -= 1
-        self._gate.finished(target.host)
+        job.running.discard(target.idx)
+        self._release(slot)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("batch target %s/%d crashed", job.id, target.idx, exc_info=exc)
         self._wake.set()
 
     # -- one target -------------------------------------------------------------------------
 
-    async def _run_target(self, job: _Job, target: _Target, started_at: float) -> None:
-        if target.attempt == 0:
-            first, job.started = not job.started, True
+    async def _run_target(self, slot: _Slot, started_at: float) -> None:
+        job, target = slot.job, slot.target
+        if not job.started:
+            job.started = True
             try:
-                await self._adb.run(_begin_target, job.id, target.idx, int(self._clock()), first)
+                await self._adb.run(_begin_job, job.id, int(self._clock()))
             except NotFound:
                 self._drop(job.id)
                 return
         try:
             envelope = await self._fetch(job, target, started_at)
         except SiftError as exc:
+            self._release(slot)
             await self._write(job, target, "failed", None, error_text(exc), exc.hint)
             return
         except Exception:
             # A bug in sift, not in the target: record it as such and keep the job going.
             log.exception("batch target %s/%d failed inside sift", job.id, target.idx)
+            self._release(slot)
             err = SiftError("sift failed while fetching this target")
             await self._write(job, target, "failed", None, error_text(err), err.hint)
             return
+        self._release(slot)
         if envelope.get("status") in RETRY_STATUSES and target.attempt + 1 < self._max_attempts:
             now = self._clock()
             self._gate.back_off(target.host, now + self._retry_delay(envelope, target, now))
@@ -475,6 +513,8 @@ class BatchRunner:
     ) -> None:
         if job.id not in self._jobs:
             return  # abandoned: the cancel or the restart reason stands
+        # Before the write is queued, so "running" never overlaps an outcome in the store.
+        job.running.discard(target.idx)
         try:
             await self._adb.run(
                 _store_outcome,

@@ -62,9 +62,11 @@ def job_view(job: BatchJob, counts: dict[str, int], ttl_s: int) -> dict[str, Any
     }
 
 
-def item_json(t: BatchTarget) -> bytes:
-    """One target as ``{"idx", "url", "status", "result" | "error"}`` JSON bytes."""
-    head = dumps({"idx": t.idx, "url": t.url, "status": t.status})[:-1]
+def item_json(t: BatchTarget, running: frozenset[int] = frozenset()) -> bytes:
+    """One target as ``{"idx", "url", "status", "result" | "error"}`` JSON bytes; a pending
+    target whose idx is in ``running`` is being fetched and shows as running."""
+    status = "running" if t.status == "pending" and t.idx in running else t.status
+    head = dumps({"idx": t.idx, "url": t.url, "status": status})[:-1]
     if t.result is not None:
         return head + b',"result":' + t.result.encode() + b"}"
     if t.status in ("failed", "cancelled"):
