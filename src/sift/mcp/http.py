@@ -13,6 +13,7 @@ answer with one result, need no event stream.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
@@ -85,6 +86,9 @@ def install_mcp(app: FastAPI, settings: Settings, core: Callable[[], Core]) -> M
     """Route ``/mcp`` to a new ``McpHttp`` over ``core`` (resolved per call, so it may be
     built later, in the lifespan). Enter the returned object's ``run()`` in the lifespan."""
     endpoint = McpHttp(settings, SiftTools(core))
+    # In stateless mode the SDK logs "Terminating session" at INFO after every request;
+    # the access log already has one line per request.
+    logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     # A class instance as endpoint: Starlette hands it the raw ASGI call.
     app.router.routes.append(
         Route(MCP_PATH, endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)

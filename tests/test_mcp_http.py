@@ -1,0 +1,157 @@
+"""`/mcp` on a running `sift serve`: the MCP SDK's streamable-HTTP client, bearer keys.
+
+Same keys, same classes, same core as `/v1/*`: a page fetched through the API is a cache
+hit through MCP, a job submitted through MCP is the caller's job on `/v1/batch`, and the
+restricted caller is refused loopback with exactly the error `/v1/fetch` gives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import mcp.types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from servehelpers import Served, sift_serve
+from upstream import Upstream
+
+PAGE = (
+    "<html><head><title>Over HTTP</title></head><body><article><h1>Heading</h1>"
+    "<p>A paragraph long enough to be the main content of this small test page.</p>"
+    "</article></body></html>"
+)
+CONTENT = "# Heading\n\nA paragraph long enough to be the main content of this small test page."
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with sift_serve(tmp_path_factory.mktemp("serve")) as s:
+        yield s
+
+
+@asynccontextmanager
+async def mcp_http(served: Served, key: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{served.base_url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, name: str, args: dict[str, Any]) -> types.CallToolResult:
+    result = await session.call_tool(name, args)
+    assert isinstance(result, types.CallToolResult)
+    return result
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [c.text for c in result.content if isinstance(c, types.TextContent)]
+
+
+async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
+    api = httpx.AsyncClient(
+        base_url=served.base_url, headers={"Authorization": f"Bearer {served.fleet_key}"}
+    )
+    async with Upstream() as up, api:
+        up.page("/page", PAGE)
+        up.page("/other", PAGE.replace("Over HTTP", "Other"))
+        url = up.url("/page")
+        # Fetched once through the API ...
+        first = await api.post("/v1/fetch", json={"url": url, "max_bytes": 32768})
+        assert (first.status_code, first.json()["cache"]) == (200, "miss")
+        async with mcp_http(served, served.fleet_key) as session:
+            tools = await session.list_tools()
+            assert {t.name for t in tools.tools} == {
+                "fetch",
+                "batch_submit",
+                "batch_status",
+                "batch_results",
+            }
+            # ... and served from the cache through MCP.
+            got = await call(session, "fetch", {"url": url})
+            assert got.is_error is False
+            content, foot = texts(got)
+            assert content == CONTENT
+            digest = first.json()["digest"]
+            assert foot == (
+                "---\n"
+                "title: Over HTTP\n"
+                f"final_url: {url}\n"
+                "status: 200 | text/html; charset=utf-8 | cache hit\n"
+                "bytes: 0-82 of 82 | truncated: no\n"
+                f"digest: {digest}"
+            )
+            assert up.hits["/page"] == 1
+
+            urls = [url, up.url("/other")]
+            job = (
+                await call(session, "batch_submit", {"urls": urls, "idempotency_key": "http-1"})
+            ).structured_content
+            assert job is not None and job["created"] is True
+            for _ in range(400):
+                view = (await call(session, "batch_status", {"id": job["id"]})).structured_content
+                assert view is not None
+                if view["status"] not in ("queued", "running"):
+                    break
+                await asyncio.sleep(0.05)  # the job runs in the server process
+            assert view["status"] == "done"
+            results = (await call(session, "batch_results", {"id": job["id"]})).structured_content
+            assert results is not None
+            assert [(i["idx"], i["title"], i["digest"] == digest) for i in results["items"]] == [
+                (0, "Over HTTP", True),
+                (1, "Other", False),
+            ]
+            assert results["next_offset"] is None
+        # The job is the caller's job on /v1/batch too; another caller cannot see it.
+        status = await api.get(f"/v1/batch/{job['id']}")
+        assert (status.status_code, status.json()["status"]) == (200, "done")
+        other = await api.get(
+            f"/v1/batch/{job['id']}",
+            headers={"Authorization": f"Bearer {served.restricted_key}"},
+        )
+        assert other.status_code == 404
+        assert up.hits["/page"] == 1  # the batch reused the cached page
+
+
+async def test_restricted_caller_is_refused_loopback_as_on_the_api(served: Served) -> None:
+    async with Upstream() as up:
+        up.page("/page", PAGE)
+        url = up.url("/page")
+        async with httpx.AsyncClient(base_url=served.base_url) as api:
+            refused = await api.post(
+                "/v1/fetch",
+                json={"url": url},
+                headers={"Authorization": f"Bearer {served.restricted_key}"},
+            )
+        assert refused.status_code == 403
+        async with mcp_http(served, served.restricted_key) as session:
+            result = await call(session, "fetch", {"url": url})
+        assert result.is_error is True
+        assert result.structured_content == refused.json()
+        err = refused.json()["error"]
+        assert err["code"] == "blocked_address"
+        assert texts(result) == [f"blocked_address: {err['message']}\nhint: {err['hint']}"]
+        assert up.hits["/page"] == 0
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-key"])
+async def test_mcp_needs_a_key(served: Served, authorization: str | None) -> None:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if authorization:
+        headers["Authorization"] = authorization
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    async with httpx.AsyncClient(base_url=served.base_url) as api:
+        response = await api.post("/mcp", json=request, headers=headers)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["error"]["code"] == "unauthorized"

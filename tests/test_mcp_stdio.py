@@ -1,0 +1,223 @@
+"""`sift mcp` as a subprocess, driven by the MCP SDK's own client over stdio.
+
+Every tool is called on a local upstream (127.0.0.1). The subprocess runs as the operator,
+which may reach loopback; with `--key` it runs as that caller and its class's guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp.types as types
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from servehelpers import SIFT, write_config
+from sift.config import Settings
+from sift.mcp.stdio import principal_for_key
+from sift.principal import OPERATOR
+from upstream import Upstream
+
+LONG = "".join(f"line {i:04d}\n" for i in range(400))  # 4,000 bytes of text
+PAGE = (
+    "<html><head><title>Batch {n}</title></head><body><article><h1>Heading {n}</h1>"
+    "<p>Paragraph {n} is long enough to be the main content of this small test page.</p>"
+    "</article></body></html>"
+)
+
+
+@asynccontextmanager
+async def mcp_stdio(tmp_path: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "sift.cli", "mcp", "--data-dir", str(tmp_path / "data"), *extra],
+    )
+    # The server's standard error goes to a file (pytest's capture has no file descriptor).
+    with open(tmp_path / "stderr.log", "w") as errlog:  # noqa: ASYNC230 (local, tiny)
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def call(session: ClientSession, name: str, args: dict[str, Any]) -> types.CallToolResult:
+    result = await session.call_tool(name, args)
+    assert isinstance(result, types.CallToolResult)
+    return result
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [c.text for c in result.content if isinstance(c, types.TextContent)]
+
+
+def error_of(result: types.CallToolResult) -> dict[str, str]:
+    assert result.is_error is True
+    assert result.structured_content is not None
+    err: dict[str, str] = result.structured_content["error"]
+    assert texts(result) == [f"{err['code']}: {err['message']}\nhint: {err['hint']}"]
+    return err
+
+
+async def wait_finished(session: ClientSession, job_id: str) -> dict[str, Any]:
+    for _ in range(400):
+        view = (await call(session, "batch_status", {"id": job_id})).structured_content
+        assert view is not None
+        if view["status"] not in ("queued", "running"):
+            return view
+        await asyncio.sleep(0.05)  # polling a job that runs in another process
+    raise AssertionError("batch job did not finish")
+
+
+async def test_every_tool_over_stdio(tmp_path: Path) -> None:
+    async with Upstream() as up:
+        up.page("/long", LONG, content_type="text/plain; charset=utf-8")
+        for n in (1, 2):
+            up.page(f"/b{n}", PAGE.format(n=n))
+        async with mcp_stdio(tmp_path) as session:
+            listed = await session.list_tools()
+            assert [t.name for t in listed.tools] == [
+                "fetch",
+                "batch_submit",
+                "batch_status",
+                "batch_results",
+            ]
+            fetch_schema = listed.tools[0].input_schema
+            assert list(fetch_schema["properties"]) == [
+                "url",
+                "format",
+                "max_bytes",
+                "offset",
+                "digest",
+                "main_content",
+                "selector",
+            ]
+            assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
+                ["url"],
+                False,
+            )
+
+            # fetch: a capped slice, then the footer's exact continuation of the snapshot.
+            url = up.url("/long")
+            first = await call(session, "fetch", {"url": url, "format": "text", "max_bytes": 995})
+            assert first.is_error is False
+            body, foot = texts(first)
+            assert body == LONG[:990]  # cut at the line boundary below 995 bytes
+            digest = re.search(r'digest="(sha256:[0-9a-f]{64})"', foot)
+            assert digest is not None
+            assert foot == (
+                "---\n"
+                "title: (none)\n"
+                f"final_url: {url}\n"
+                "status: 200 | text/plain; charset=utf-8 | cache miss\n"
+                "bytes: 0-990 of 4000 | truncated: yes\n"
+                f'to read on, call fetch(url="{url}", format="text", offset=990, '
+                f'digest="{digest.group(1)}")'
+            )
+            pieces = [body]
+            offset = 990
+            while True:
+                args = {"url": url, "format": "text", "max_bytes": 995}
+                more = await call(session, "fetch", {**args, "offset": offset, "digest": digest[1]})
+                body, foot = texts(more)
+                pieces.append(body)
+                if "truncated: no" in foot:
+                    assert foot.endswith(f"\ndigest: {digest[1]}")
+                    break
+                offset = int(re.search(r"offset=(\d+)", foot)[1])  # type: ignore[index]
+            assert "".join(pieces) == LONG
+            assert up.hits["/long"] == 1  # read on from the snapshot, never re-downloaded
+
+            # Errors are tool errors with code, message and hint.
+            bad = error_of(await call(session, "fetch", {"url": "ftp://example.com/"}))
+            assert bad["code"] == "invalid_url"
+            typo = error_of(await call(session, "fetch", {"url": url, "max_byte": 5}))
+            assert typo == {
+                "code": "invalid_request",
+                "message": "fetch: unknown argument max_byte",
+                "hint": "fetch takes: url, format, max_bytes, offset, digest, main_content, "
+                "selector.",
+            }
+            missing = error_of(await call(session, "fetch", {}))
+            assert (missing["code"], missing["message"]) == (
+                "invalid_request",
+                "invalid options: url: required",
+            )
+            unknown = error_of(await call(session, "browse", {"url": url}))
+            assert unknown["message"] == "unknown tool 'browse'"
+
+            # batch_submit → batch_status → batch_results, then a result read through fetch.
+            urls = [up.url("/b1"), up.url("/b2")]
+            submitted = await call(session, "batch_submit", {"urls": urls})
+            job = submitted.structured_content
+            assert job is not None
+            assert (job["created"], job["status"], job["targets_total"]) == (True, "queued", 2)
+            again = (await call(session, "batch_submit", {"urls": urls})).structured_content
+            assert again is not None and (again["id"], again["created"]) == (job["id"], False)
+            done = await wait_finished(session, job["id"])
+            assert (done["status"], done["targets_done"]) == ("done", 2)
+            page1 = await call(session, "batch_results", {"id": job["id"], "limit": 1})
+            out = page1.structured_content
+            assert out is not None
+            assert out["next_offset"] == 1 and out["status"] == "done"
+            (item,) = out["items"]
+            assert {k: v for k, v in item.items() if k != "digest"} == {
+                "idx": 0,
+                "url": urls[0],
+                "status": "done",
+                "http_status": 200,
+                "title": "Batch 1",
+                "final_url": urls[0],
+                "bytes": 87,
+                "total_bytes": 87,
+                "truncated": False,
+            }
+            page2 = await call(session, "batch_results", {"id": job["id"], "offset": 1})
+            assert page2.structured_content is not None
+            assert page2.structured_content["next_offset"] is None
+            assert [i["idx"] for i in page2.structured_content["items"]] == [1]
+            read = await call(session, "fetch", {"url": urls[0], "digest": item["digest"]})
+            content, foot = texts(read)
+            assert content == (
+                "# Heading 1\n\n"
+                "Paragraph 1 is long enough to be the main content of this small test page."
+            )
+            assert "| cache hit\n" in foot
+            assert (up.hits["/b1"], up.hits["/b2"]) == (1, 1)  # nothing fetched twice
+            gone = error_of(await call(session, "batch_status", {"id": "no-such-job"}))
+            assert gone["code"] == "not_found"
+
+
+async def test_stdio_as_a_named_restricted_caller(tmp_path: Path) -> None:
+    cfg, _fleet, restricted = write_config(tmp_path)
+    async with Upstream() as up:
+        up.page("/p", PAGE.format(n=0))
+        async with mcp_stdio(tmp_path, "--config", str(cfg), "--key", restricted) as session:
+            err = error_of(await call(session, "fetch", {"url": up.url("/p")}))
+            assert err["code"] == "blocked_address"
+        assert up.hits["/p"] == 0
+
+
+def test_stdio_refuses_an_unknown_key(tmp_path: Path) -> None:
+    cfg, _fleet, _restricted = write_config(tmp_path)
+    proc = subprocess.run(
+        [*SIFT, "mcp", "--config", str(cfg), "--data-dir", str(tmp_path), "--key", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("sift: --key: no caller with this key is configured\nhint: ")
+
+
+def test_without_a_key_it_is_the_operator() -> None:
+    assert principal_for_key(Settings(), None) is OPERATOR
