@@ -39,7 +39,6 @@ from sift.errors import (
 
 _BY_CODE: dict[str, type[SiftError]] = {cls.code: cls for cls in all_error_classes()}
 _CODE_RE: Final = re.compile(r"[a-z][a-z_]{0,62}")
-_MAX_CODES: Final = 128  # classes made for unknown codes stop here (a hostile server)
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_POLL_S: Final = 0.5
 RESULTS_PAGE_SIZE: Final = 100
@@ -135,22 +134,16 @@ class BatchItem:
         )
 
 
-def _class_for(code: str) -> type[SiftError]:
-    """The error class of ``code``; a code outside the tree (a batch target's
-    ``cancelled`` or ``interrupted``) gets a ``SiftError`` subclass carrying it."""
-    cls = _BY_CODE.get(code)
-    if cls is None:
-        if not _CODE_RE.fullmatch(code) or len(_BY_CODE) >= _MAX_CODES:
-            return SiftError
-        name = "".join(part.title() for part in code.split("_")) + "Error"
-        cls = _BY_CODE[code] = type(name, (SiftError,), {"code": code})
-    return cls
-
-
 def error_from_object(err: Mapping[str, Any]) -> SiftError:
     """The exception an ``{"code", "message", "hint"}`` object stands for."""
-    cls = _class_for(str(err.get("code", "internal_error")))
-    return cls(str(err.get("message", "")), hint=str(err.get("hint", "")))
+    code = str(err.get("code", "internal_error"))
+    cls = _BY_CODE.get(code, SiftError)
+    exc = cls(str(err.get("message", "")), hint=str(err.get("hint", "")))
+    if cls is SiftError and _CODE_RE.fullmatch(code):
+        # A code outside the tree (a batch target's "cancelled" or "interrupted") is kept on
+        # the instance: a class made per code would join the error tree.
+        exc.__dict__["code"] = code
+    return exc
 
 
 def error_from_response(status: int, body: Any) -> SiftError:
