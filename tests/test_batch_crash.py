@@ -113,3 +113,40 @@ async def test_sigkill_mid_batch_then_restart(tmp_path: Path) -> None:
 
     with sqlite3.connect(data / "sift.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+async def test_sigterm_gives_running_targets_a_grace_then_exits_cleanly(tmp_path: Path) -> None:
+    async def hang(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.Response(text="late", content_type="text/plain")
+
+    async with Upstream() as up:
+        up.page("/fast", "fast", content_type="text/plain")
+        up.route("/h", hang, prefix=True)
+        config = write_config(tmp_path, CONFIG)
+        data = tmp_path / "data"
+        with sift_serve(tmp_path, config=config, data_dir=data) as served:
+            auth = {"Authorization": f"Bearer {served.fleet_key}"}
+            async with httpx.AsyncClient(base_url=served.base_url, headers=auth) as client:
+                body = {"targets": [up.url("/fast"), up.url("/h0"), up.url("/h1")]}
+                r = await client.post("/v1/batch", json=body, headers={"Idempotency-Key": "t"})
+                job_id = r.json()["id"]
+                while (await _view(client, job_id))["counts"]["running"] < 2:
+                    await asyncio.sleep(0.02)
+            started = time.monotonic()
+            served.proc.send_signal(signal.SIGTERM)
+            out, _ = await asyncio.to_thread(served.proc.communicate, timeout=30)
+            assert served.proc.returncode == 0, out
+            assert "Traceback" not in out
+            # The grace period (0.5 s) passed, the hanging targets were let go.
+            assert time.monotonic() - started < 10
+
+        with sift_serve(tmp_path, config=config, data_dir=data) as served:
+            auth = {"Authorization": f"Bearer {served.fleet_key}"}
+            async with httpx.AsyncClient(base_url=served.base_url, headers=auth) as client:
+                view = await _view(client, job_id)
+    assert (view["status"], view["error"]) == (
+        "failed",
+        "interrupted: sift restarted; resubmit the job",
+    )
+    assert view["counts"] == {"pending": 0, "running": 0, "done": 1, "failed": 2, "cancelled": 0}
