@@ -226,7 +226,8 @@ class Settings:
     max_request_bytes: int = field(
         default=1 << 20,
         metadata=_doc(
-            "Largest request body the API accepts (batch submissions included).", size=True
+            "Largest request body the API accepts (POST /v1/batch: batch.max_request_bytes).",
+            size=True,
         ),
     )
     access_log: bool = field(
