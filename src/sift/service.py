@@ -311,21 +311,18 @@ class Service:
         return page, body, "miss"
 
     async def _store(self, page_key: str, result: FetchResult, now: int) -> tuple[PageEntry, bytes]:
-        digest = await self.adb.run(DB.put_body, result.body, now)
-        page = PageEntry(
-            url=page_key.split(" ", 1)[1],
-            final_url=result.final_url,
-            status=result.status,
-            content_type=result.content_type,
-            etag=result.etag,
-            last_modified=result.last_modified,
-            fetched_at=now,
-            digest=digest,
-            headers_json=json.dumps({"charset": result.charset, **_retry_after(result, now)}),
-        )
-        await self.adb.run(DB.put_page, page_key, page, now)
+        fields = {
+            "url": page_key.split(" ", 1)[1],
+            "final_url": result.final_url,
+            "status": result.status,
+            "content_type": result.content_type,
+            "etag": result.etag,
+            "last_modified": result.last_modified,
+            "fetched_at": now,
+            "headers_json": json.dumps({"charset": result.charset, **_retry_after(result, now)}),
+        }
+        page = await self.adb.run(_db_store_page, page_key, result.body, fields, now)
         self._hot.put_page(page_key, page)
-        await self.adb.run(DB.evict, now)
         return page, result.body
 
     async def _snapshot_for_page(
@@ -373,16 +370,13 @@ class Service:
         self, page: PageEntry, body: bytes, ropts: RenderOptions, render_key: str, now: int
     ) -> Snapshot:
         charset = json.loads(page.headers_json or "{}").get("charset")
-        loop = asyncio.get_running_loop()
-        rendered: Rendered = await loop.run_in_executor(
-            self._render_executor,
-            _render_call,
-            body,
-            page.content_type,
-            page.final_url,
-            ropts,
-            charset,
-        )
+        args = (body, page.content_type, page.final_url, ropts, charset)
+        if _cheap_to_render(page.content_type, len(body)):
+            # A trip to the render pool costs more than rendering this in place.
+            rendered = _render_call(*args)
+        else:
+            loop = asyncio.get_running_loop()
+            rendered = await loop.run_in_executor(self._render_executor, _render_call, *args)
         snap = Snapshot(
             url=page.url,
             final_url=page.final_url,
@@ -393,9 +387,8 @@ class Service:
             rendered=rendered,
             content_bytes=rendered.content.encode(),
         )
-        await self.adb.run(DB.put_render, page.digest, render_key, snap.to_payload(), now)
+        await self.adb.run(_db_store_render, page.digest, render_key, snap.to_payload(), now)
         self._hot.put_snapshot(page.digest, render_key, snap)
-        await self.adb.run(DB.evict, now)
         return snap
 
     async def _snapshot_by_digest(
@@ -485,6 +478,37 @@ def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
     except (TypeError, ValueError, IndexError):
         return {}
     return {"retry_after": max(0, min(int(when - now), 86400))}
+
+
+# Bodies this small, or of these pass-through types, render in well under a millisecond.
+INLINE_RENDER_MAX_BYTES = 4 << 10
+INLINE_RENDER_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
+INLINE_RENDER_TYPE_MAX_BYTES = 256 << 10
+
+
+def _cheap_to_render(content_type: str, nbytes: int) -> bool:
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type in INLINE_RENDER_TYPES:
+        return nbytes <= INLINE_RENDER_TYPE_MAX_BYTES
+    return nbytes <= INLINE_RENDER_MAX_BYTES
+
+
+# Database steps run as one call on the database thread each (one round trip, not three).
+
+
+def _db_store_page(
+    db: DB, page_key: str, body: bytes, fields: dict[str, Any], now: int
+) -> PageEntry:
+    """Store a fetched body and its page entry, then keep the cache within its budget."""
+    page = PageEntry(digest=db.put_body(body, now), **fields)
+    db.put_page(page_key, page, now)
+    db.evict(now)
+    return page
+
+
+def _db_store_render(db: DB, digest: str, render_key: str, payload: bytes, now: int) -> None:
+    db.put_render(digest, render_key, payload, now)
+    db.evict(now)
 
 
 def _render_call(
