@@ -118,7 +118,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 f"final_url: {url}\n"
                 "status: 200 | text/plain; charset=utf-8 | cache miss\n"
                 "bytes: 0-990 of 4000 | truncated: yes\n"
-                f'to read on, call fetch(url="{url}", format="text", offset=990, '
+                f'to read on, call fetch(url="{url}", format="text", max_bytes=995, offset=990, '
                 f'digest="{digest.group(1)}")'
             )
             pieces = [body]

@@ -115,6 +115,7 @@ class SiftTools:
 
     async def fetch(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
         service = self._core().service
+        given = dict(args)
         if args.get("max_bytes") is None:
             cap = service.settings.classes.get(principal.caller_class).output_cap
             args["max_bytes"] = min(self._default_max_bytes, cap)
@@ -123,7 +124,7 @@ class SiftTools:
         return types.CallToolResult(
             content=[
                 types.TextContent(type="text", text=envelope["content"]),
-                types.TextContent(type="text", text=footer(envelope, args)),
+                types.TextContent(type="text", text=footer(envelope, given)),
             ]
         )
 
@@ -274,8 +275,8 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
 
 
 def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
-    """The exact fetch call continuing this snapshot: the same render options, the next
-    offset and the digest."""
+    """The exact fetch call continuing this snapshot: the arguments the caller gave (render
+    options, max_bytes), the next offset and the digest."""
     parts = [f"url={json.dumps(envelope['url'])}"]
     if args.get("format", "markdown") != "markdown":
         parts.append(f"format={json.dumps(args['format'])}")
@@ -283,6 +284,8 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         parts.append("main_content=false")
     if args.get("selector") is not None:
         parts.append(f"selector={json.dumps(args['selector'])}")
+    if args.get("max_bytes") is not None:
+        parts.append(f"max_bytes={args['max_bytes']}")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"
