@@ -193,6 +193,22 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
             assert (up.hits["/b1"], up.hits["/b2"]) == (1, 1)  # nothing fetched twice
             gone = error_of(await call(session, "batch_status", {"id": "no-such-job"}))
             assert gone["code"] == "not_found"
+            bad_args = [
+                (
+                    "batch_results",
+                    {"id": job["id"], "limit": 0},
+                    "limit: expected an integer from 1 to 100",
+                ),
+                ("batch_submit", {"urls": urls[0]}, "urls: expected a list of URL strings"),
+                (
+                    "batch_submit",
+                    {"urls": urls, "idempotency_key": "two\nlines"},
+                    "idempotency_key: expected 1-255 printable ASCII characters",
+                ),
+            ]
+            for tool, args, message in bad_args:
+                err = error_of(await call(session, tool, args))
+                assert (err["code"], err["message"]) == ("invalid_request", message)
 
 
 async def test_stdio_as_a_named_restricted_caller(tmp_path: Path) -> None:
