@@ -500,15 +500,17 @@ def _db_store_page(
     db: DB, page_key: str, body: bytes, fields: dict[str, Any], now: int
 ) -> PageEntry:
     """Store a fetched body and its page entry, then keep the cache within its budget."""
-    page = PageEntry(digest=db.put_body(body, now), **fields)
-    db.put_page(page_key, page, now)
-    db.evict(now)
+    with db.transaction():
+        page = PageEntry(digest=db.put_body(body, now), **fields)
+        db.put_page(page_key, page, now)
+        db.evict(now)
     return page
 
 
 def _db_store_render(db: DB, digest: str, render_key: str, payload: bytes, now: int) -> None:
-    db.put_render(digest, render_key, payload, now)
-    db.evict(now)
+    with db.transaction():
+        db.put_render(digest, render_key, payload, now)
+        db.evict(now)
 
 
 def _render_call(

@@ -22,6 +22,7 @@ class StoreBase:
         self._conn: sqlite3.Connection | None = conn
         self.path = path
         self._lock = threading.RLock()
+        self._depth = 0  # > 0 inside a write transaction (``transaction()`` nests writes)
         # In-process counters (hits, misses, evictions, …); reset on open, read by stats().
         self._counters: dict[str, int] = {}
 
@@ -51,10 +52,15 @@ class StoreBase:
         """One write transaction: committed if the block returns, rolled back if it raises.
 
         BEGIN IMMEDIATE takes the write lock up front, so a transaction never fails half-way
-        on a lock upgrade when another process (the CLI) has the file open.
+        on a lock upgrade when another process (the CLI) has the file open. Inside
+        ``transaction()`` it joins the outer transaction instead of starting its own.
         """
         with self._lock:
             conn = self._live()
+            if self._depth:
+                yield conn
+                return
+            self._depth += 1
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -69,6 +75,17 @@ class StoreBase:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise StoreError(f"database {self.path}: {exc}") from exc
+            finally:
+                self._depth -= 1
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group several write methods into one transaction (one commit, all or nothing).
+
+        Every write method called inside joins it; reads see its uncommitted writes.
+        """
+        with self._write():
+            yield
 
     def _on_write(self, conn: sqlite3.Connection) -> None:
         """Hook run at the start of every write transaction (the content cache writes the
