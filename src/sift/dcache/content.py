@@ -67,15 +67,27 @@ class ContentCacheMixin(StoreBase):
         self._body_bumps: dict[str, tuple[int, int]] = {}
         self._render_bumps: dict[tuple[str, str], tuple[int, int]] = {}
         with self._read() as c:
-            self._bytes, self._seq = (
-                int(v)
-                for v in c.execute(
-                    "SELECT (SELECT coalesce(sum(nbytes), 0) FROM body)"
-                    " + (SELECT coalesce(sum(nbytes), 0) FROM render),"
-                    " max((SELECT coalesce(max(lru), 0) FROM body),"
+            self._bytes = self._stored_bytes(c)
+            self._seq = int(
+                c.execute(
+                    "SELECT max((SELECT coalesce(max(lru), 0) FROM body),"
                     " (SELECT coalesce(max(lru), 0) FROM render))"
-                ).fetchone()
+                ).fetchone()[0]
             )
+
+    @staticmethod
+    def _stored_bytes(conn: sqlite3.Connection) -> int:
+        return int(
+            conn.execute(
+                "SELECT (SELECT coalesce(sum(nbytes), 0) FROM body)"
+                " + (SELECT coalesce(sum(nbytes), 0) FROM render)"
+            ).fetchone()[0]
+        )
+
+    def _on_rollback(self, conn: sqlite3.Connection) -> None:
+        """A rolled-back write may have counted bytes it never kept: count them again."""
+        super()._on_rollback(conn)
+        self._bytes = self._stored_bytes(conn)
 
     def _next_seq(self) -> int:
         self._seq += 1
