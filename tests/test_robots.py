@@ -207,3 +207,24 @@ async def test_large_robots_is_cut_and_still_parsed(up: Upstream, fetcher: Fetch
     robots = checker(fetcher, up)
     assert await robots.allowed(url(up, "/private/x")) is False
     assert await robots.allowed(url(up, "/public")) is True
+
+
+class CountingCache(MemoryRobotsCache):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gets = 0
+
+    async def get(self, origin: str) -> tuple[int, bytes, int] | None:
+        self.gets += 1
+        return await super().get(origin)
+
+
+async def test_fresh_rules_are_answered_from_memory(up: Upstream, fetcher: Fetcher) -> None:
+    cache, clock = CountingCache(), Clock()
+    robots = checker(fetcher, up, cache, clock)
+    for _ in range(5):
+        assert await robots.allowed(url(up, "/private/ok")) is True
+    assert (cache.gets, up.hits["/robots.txt"]) == (1, 1)
+    clock.now += 86_400  # the day-long TTL runs out: the cache is asked, then the origin
+    assert await robots.allowed(url(up, "/private/x")) is False
+    assert (cache.gets, up.hits["/robots.txt"]) == (2, 2)

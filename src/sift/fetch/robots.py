@@ -141,7 +141,9 @@ class RobotsChecker:
         self._now = now or time.time
         self._ttl_s = ttl_s
         self._error_ttl_s = error_ttl_s
-        self._parsed: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
+        # origin -> (status, fetched_at, rules): parsed robots.txt kept in memory, so a fresh
+        # entry is answered without a trip to the cache.
+        self._parsed: OrderedDict[str, tuple[int, int, Rules]] = OrderedDict()
         self._inflight: dict[str, asyncio.Future[Rules]] = {}
 
     async def allowed(self, url: str) -> bool:
@@ -164,7 +166,11 @@ class RobotsChecker:
         return rules.crawl_delay(self.token)
 
     async def rules(self, origin: str) -> Rules:
-        """The rules for ``origin`` (``scheme://host[:port]``), from cache or a fetch."""
+        """The rules for ``origin`` (``scheme://host[:port]``), from memory, cache or a fetch."""
+        hit = self._parsed.get(origin)
+        if hit is not None and self._fresh(hit[0], hit[1], int(self._now())):
+            self._parsed.move_to_end(origin)
+            return hit[2]
         while (pending := self._inflight.get(origin)) is not None:
             try:
                 return await asyncio.shield(pending)
@@ -210,11 +216,11 @@ class RobotsChecker:
     def _parse_cached(self, origin: str, entry: tuple[int, bytes, int]) -> Rules:
         status, body, fetched_at = entry
         hit = self._parsed.get(origin)
-        if hit is not None and hit[0] == fetched_at:
+        if hit is not None and hit[1] == fetched_at:
             self._parsed.move_to_end(origin)
-            return hit[1]
+            return hit[2]
         rules = rules_for(status, body)
-        self._parsed[origin] = (fetched_at, rules)
+        self._parsed[origin] = (status, fetched_at, rules)
         if len(self._parsed) > _PARSED_CACHE_SIZE:
             self._parsed.popitem(last=False)
         return rules
