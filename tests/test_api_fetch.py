@@ -97,6 +97,19 @@ async def test_cache_hit_then_fresh(sift: httpx.AsyncClient, upstream: Upstream)
     assert third["cache"] == "miss"
     assert upstream.hits["/article"] == 2
     assert third["digest"] == first["digest"]
+    # The same request repeated is answered from the response cache — until the page it was
+    # served from is replaced: then it is built again from the new snapshot.
+    repeat = [(await fetch(sift, FLEET_KEY, url=u, format="text")).json() for _ in range(3)]
+    assert [r["cache"] for r in repeat] == ["hit", "hit", "hit"]
+    assert repeat[0]["fetched_at"] == third["fetched_at"]
+    upstream.page("/article", ARTICLE.replace("First paragraph", "New first paragraph"))
+    changed = (await fetch(sift, FLEET_KEY, url=u, max_age_s=0)).json()
+    assert changed["digest"] != first["digest"]
+    after = (await fetch(sift, FLEET_KEY, url=u, format="text")).json()
+    assert after["cache"] == "hit"
+    assert after["digest"] == changed["digest"]
+    assert after["content"].startswith("Heading\n\nNew first paragraph")
+    assert upstream.hits["/article"] == 3
 
 
 async def test_get_with_query_parameters(sift: httpx.AsyncClient, upstream: Upstream) -> None:

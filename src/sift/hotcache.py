@@ -8,7 +8,8 @@ data. Single-threaded by design: only the event loop touches it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from sift.dcache import PageEntry
 
@@ -25,6 +26,10 @@ class HotCache:
         self._pages: OrderedDict[str, PageEntry] = OrderedDict()
         self._snaps: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self.bytes = 0
+
+    def peek_page(self, key: str) -> PageEntry | None:
+        """The entry for ``key`` without touching its recency."""
+        return self._pages.get(key)
 
     def page(self, key: str) -> PageEntry | None:
         page = self._pages.get(key)
@@ -56,3 +61,39 @@ class HotCache:
         while self.bytes > self.max_bytes:
             _, evicted = self._snaps.popitem(last=False)
             self.bytes -= len(evicted.content_bytes)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class BytesLRU(Generic[K, V]):
+    """A least-recently-used map bounded by the summed ``size`` of its values."""
+
+    def __init__(self, *, max_bytes: int, size: Callable[[V], int]) -> None:
+        self.max_bytes = max_bytes
+        self._size = size
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self.bytes = 0
+
+    def get(self, key: K) -> V | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def pop(self, key: K) -> None:
+        value = self._items.pop(key, None)
+        if value is not None:
+            self.bytes -= self._size(value)
+
+    def put(self, key: K, value: V) -> None:
+        size = self._size(value)
+        if size > self.max_bytes:
+            return
+        self.pop(key)
+        self._items[key] = value
+        self.bytes += size
+        while self.bytes > self.max_bytes:
+            _, evicted = self._items.popitem(last=False)
+            self.bytes -= self._size(evicted)

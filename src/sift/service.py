@@ -27,7 +27,8 @@ from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import SiftError, SnapshotGone
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target
 from sift.fetch.policy import RESTRICTED_PORTS
-from sift.hotcache import HotCache
+from sift.hotcache import BytesLRU, HotCache
+from sift.jsonio import dumps
 from sift.metrics import Metrics
 from sift.options import Effective, FetchOptions, apply_class
 from sift.principal import Principal
@@ -74,6 +75,17 @@ class Snapshot:
         return cls(rendered=rendered, content_bytes=rendered.content.encode(), **meta)
 
 
+@dataclass(frozen=True)
+class _Memo:
+    """A served response and what keeps it valid: ``page`` still the in-process entry for
+    ``page_key`` (a refetch or revalidation replaces it) and the clock before ``expires_at``."""
+
+    body: bytes
+    page_key: str
+    page: PageEntry
+    expires_at: int
+
+
 class _DBRobotsCache:
     """robots.txt cache for the fetcher, kept in the dcache database."""
 
@@ -108,6 +120,9 @@ class Service:
         self._render_executor = render_executor
         self._robots_cache = _DBRobotsCache(adb)
         self._hot = HotCache(max_bytes=settings.cache.hot_bytes)
+        self._responses: BytesLRU[tuple[Principal, FetchOptions], _Memo] = BytesLRU(
+            max_bytes=settings.cache.hot_bytes // 4, size=lambda m: len(m.body)
+        )
         self._flights: dict[tuple[str, ...], asyncio.Task[Any]] = {}
         self._robots: dict[tuple[str, bool], RobotsChecker] = {}
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
@@ -154,12 +169,42 @@ class Service:
     async def fetch(self, principal: Principal, options: FetchOptions) -> dict[str, Any]:
         """Run one fetch and return the result envelope (DESIGN.md). Raises ``SiftError``."""
         try:
-            return await self._fetch(principal, options)
+            envelope, _ = await self._fetch(principal, options)
         except SiftError as exc:
             self.metrics.errors.labels(exc.code).inc()
             raise
+        return envelope
 
-    async def _fetch(self, principal: Principal, options: FetchOptions) -> dict[str, Any]:
+    async def fetch_json(self, principal: Principal, options: FetchOptions) -> tuple[bytes, str]:
+        """``fetch`` serialized, and its cache state.
+
+        A response cache for the hot path: an identical request (same caller, same options)
+        repeated while the page it was served from is still the fresh entry in the
+        in-process cache gets the very bytes served last time, without running the
+        pipeline again. Only cache hits are remembered, so the bytes always say "hit".
+        """
+        key = (principal, options)
+        memo = self._responses.get(key)
+        if memo is not None:
+            if self._hot.peek_page(memo.page_key) is memo.page and self._clock() < memo.expires_at:
+                self._cache_counters["hit"].inc()
+                self._count("hit")
+                return memo.body, "hit"
+            self._responses.pop(key)
+        try:
+            envelope, valid = await self._fetch(principal, options)
+        except SiftError as exc:
+            self.metrics.errors.labels(exc.code).inc()
+            raise
+        body = dumps(envelope)
+        if valid is not None:
+            self._responses.put(key, replace(valid, body=body))
+        return body, envelope["cache"]
+
+    async def _fetch(
+        self, principal: Principal, options: FetchOptions
+    ) -> tuple[dict[str, Any], _Memo | None]:
+        """The pipeline. Also returns, for a cache hit, what keeps its response valid."""
         limits = self.settings.classes.get(principal.caller_class)
         opts = options
         eff = apply_class(opts, principal.caller_class, limits)
@@ -177,17 +222,26 @@ class Service:
         page_key = self._page_key(target.url, opts, policy)
         render_key = f"{_render_options_key(ropts)} {page_key}"
         now = int(self._clock())
+        memo: _Memo | None = None
         if opts.digest is not None:
             snap = await self._snapshot_by_digest(page_key, opts.digest, ropts, render_key, now)
             state: CacheState = "hit"
         else:
+            max_age_s = (
+                opts.max_age_s
+                if opts.max_age_s is not None
+                else self.settings.cache.default_max_age_s
+            )
             robots = self.robots_checker(principal) if opts.robots else None
             snap, state = await self._current_snapshot(
-                opts, policy, robots, page_key, ropts, render_key, now
+                opts, policy, robots, page_key, ropts, render_key, max_age_s, now
             )
+            page = self._hot.peek_page(page_key)
+            if state == "hit" and page is not None and page.digest == snap.digest:
+                memo = _Memo(b"", page_key, page, page.fetched_at + max_age_s)
         self._cache_counters[state].inc()
         self._count(state)
-        return self._envelope(snap, opts, eff, state)
+        return self._envelope(snap, opts, eff, state), memo
 
     def _count(self, name: str) -> None:
         """Count into the persistent counters (``sift stats``), written every few seconds."""
@@ -256,11 +310,9 @@ class Service:
         page_key: str,
         ropts: RenderOptions,
         render_key: str,
+        max_age_s: int,
         now: int,
     ) -> tuple[Snapshot, CacheState]:
-        max_age_s = (
-            opts.max_age_s if opts.max_age_s is not None else self.settings.cache.default_max_age_s
-        )
         page = self._hot.page(page_key) or await self.adb.run(DB.get_page, page_key, now)
         # A throttled or failing upstream (429, 5xx) is asked again rather than served from
         # the cache: its answer says "not now", not "this is the page".

@@ -24,7 +24,7 @@ from sift.api.schema import (
     fetch_request_body,
 )
 from sift.errors import BadRequest, RequestTooLarge
-from sift.jsonio import dumps, loads
+from sift.jsonio import loads
 from sift.options import FetchOptions, parse_options
 from sift.principal import Principal
 from sift.service import Service
@@ -86,9 +86,9 @@ def _observe(request: Request, route: str, principal: Principal, url: str | None
 
 async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Response:
     service: Service = request.app.state.service
-    envelope = await service.fetch(principal, opts)
-    request.scope[OBSERVE_KEY]["cache"] = envelope["cache"]
-    return JSONBytes(dumps(envelope))
+    body, cache = await service.fetch_json(principal, opts)
+    request.scope[OBSERVE_KEY]["cache"] = cache
+    return JSONBytes(body)
 
 
 def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
