@@ -91,6 +91,15 @@ async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Re
     return JSONBytes(body)
 
 
+# A request line over the HTTP server's limit (64 KiB) never reaches sift: the server answers
+# 400 in plain text. Long option values in a query string can get there.
+MALFORMED_REQUEST: dict[str, Any] = {
+    "description": "Malformed HTTP request, refused by the HTTP server before sift sees it "
+    "(e.g. a request line over 64 KiB: send long options with POST instead)",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
+
+
 def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
     """Register the fetch routes; returns them for the fast lane (see api/fastlane.py)."""
 
@@ -133,6 +142,6 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
         methods=["GET"],
         summary="Fetch one URL (options as query parameters)",
         openapi_extra={"parameters": fetch_query_parameters()},
-        **common,
+        **{**common, "responses": {**common["responses"], 400: MALFORMED_REQUEST}},
     )
     return {("POST", "/v1/fetch"): post_fetch, ("GET", "/v1/fetch"): get_fetch}
