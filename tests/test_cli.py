@@ -6,25 +6,16 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from servehelpers import SIFT, free_port
 from sift.cli import main
 from sift.config import load_settings
-
-SIFT = [sys.executable, "-m", "sift.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_keys_add_prints_key_once_and_stores_only_its_hash(
