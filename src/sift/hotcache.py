@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from sift.dcache import PageEntry
 
 if TYPE_CHECKING:
-    from sift.service import Snapshot
+    from sift.snapshot import Snapshot
 
 
 class HotCache:

@@ -32,47 +32,13 @@ from sift.jsonio import dumps
 from sift.metrics import Metrics
 from sift.options import Effective, FetchOptions, apply_class
 from sift.principal import Principal
-from sift.render import Rendered, RenderOptions, cap, render
+from sift.render import RenderOptions, cap
+from sift.snapshot import Snapshot, cheap_to_render, render_call
 
 CacheState = Literal["hit", "miss", "revalidated"]
 CHECKED_URLS_MAX = 10_000
 COUNTER_FLUSH_S = 5.0
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A page rendered at one body digest: what the render cache stores and slices serve."""
-
-    url: str
-    final_url: str
-    status: int
-    content_type: str
-    fetched_at: int
-    digest: str
-    rendered: Rendered
-    content_bytes: bytes  # rendered.content as UTF-8, encoded once
-    # Seconds after fetched_at the upstream asked to wait (429/503 with Retry-After only).
-    # Taken from the page entry, never stored in the render cache.
-    retry_after: int | None = None
-
-    def to_payload(self) -> bytes:
-        meta = {
-            "url": self.url,
-            "final_url": self.final_url,
-            "status": self.status,
-            "content_type": self.content_type,
-            "fetched_at": self.fetched_at,
-            "digest": self.digest,
-        }
-        return json.dumps(meta).encode() + b"\n" + self.rendered.to_json()
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Snapshot:
-        head, _, body = payload.partition(b"\n")
-        meta = json.loads(head)
-        rendered = Rendered.from_json(body)
-        return cls(rendered=rendered, content_bytes=rendered.content.encode(), **meta)
 
 
 @dataclass(frozen=True)
@@ -423,12 +389,12 @@ class Service:
     ) -> Snapshot:
         charset = json.loads(page.headers_json or "{}").get("charset")
         args = (body, page.content_type, page.final_url, ropts, charset)
-        if _cheap_to_render(page.content_type, len(body)):
+        if cheap_to_render(page.content_type, len(body)):
             # A trip to the render pool costs more than rendering this in place.
-            rendered = _render_call(*args)
+            rendered = render_call(*args)
         else:
             loop = asyncio.get_running_loop()
-            rendered = await loop.run_in_executor(self._render_executor, _render_call, *args)
+            rendered = await loop.run_in_executor(self._render_executor, render_call, *args)
         snap = Snapshot(
             url=page.url,
             final_url=page.final_url,
@@ -532,19 +498,6 @@ def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
     return {"retry_after": max(0, min(int(when - now), 86400))}
 
 
-# Bodies this small, or of these pass-through types, render in well under a millisecond.
-INLINE_RENDER_MAX_BYTES = 4 << 10
-INLINE_RENDER_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
-INLINE_RENDER_TYPE_MAX_BYTES = 256 << 10
-
-
-def _cheap_to_render(content_type: str, nbytes: int) -> bool:
-    media_type = content_type.split(";", 1)[0].strip().lower()
-    if media_type in INLINE_RENDER_TYPES:
-        return nbytes <= INLINE_RENDER_TYPE_MAX_BYTES
-    return nbytes <= INLINE_RENDER_MAX_BYTES
-
-
 # Database steps run as one call on the database thread each (one round trip, not three).
 
 
@@ -563,10 +516,3 @@ def _db_store_render(db: DB, digest: str, render_key: str, payload: bytes, now: 
     with db.transaction():
         db.put_render(digest, render_key, payload, now)
         db.evict(now)
-
-
-def _render_call(
-    body: bytes, content_type: str, url: str, options: RenderOptions, charset: str | None
-) -> Rendered:
-    """Module-level so a process pool can pickle it."""
-    return render(body, content_type=content_type, url=url, options=options, charset=charset)
