@@ -287,11 +287,13 @@ class Service:
             if snap is not None:
                 self._hot.put_page(page_key, page)
                 return snap, "hit"
-        fresh, body, state = await self._once(
+        fresh, body, state, new_body = await self._once(
             ("fetch", page_key, str(max_age_s > 0)),
             lambda: self._refresh(page_key, opts, policy, robots, page, now),
         )
-        snap = await self._snapshot_for_page(fresh, ropts, render_key, now, body=body)
+        snap = await self._snapshot_for_page(
+            fresh, ropts, render_key, now, body=body, new_body=new_body
+        )
         assert snap is not None  # the body was passed in, so rendering cannot miss it
         return snap, state
 
@@ -303,8 +305,10 @@ class Service:
         robots: RobotsChecker | None,
         stale: PageEntry | None,
         now: int,
-    ) -> tuple[PageEntry, bytes, CacheState]:
-        """Fetch (conditionally, when a stale entry has validators) and store the page."""
+    ) -> tuple[PageEntry, bytes, CacheState, bool]:
+        """Fetch (conditionally, when a stale entry has validators) and store the page.
+
+        Also says whether the body is new to the cache (then no render of it exists)."""
         conditional = stale is not None and (stale.etag or stale.last_modified)
         started = time.perf_counter()
         result = await self.fetcher.fetch(
@@ -322,13 +326,13 @@ class Service:
                 page = replace(stale, fetched_at=now)
                 await self.adb.run(DB.put_page, page_key, page, now)
                 self._hot.put_page(page_key, page)
-                return page, body, "revalidated"
+                return page, body, "revalidated", False
             # The body was evicted between lookup and revalidation: fetch it whole.
             result = await self.fetcher.fetch(opts.url, policy, robots=robots)
-        page, body = await self._store(page_key, result, now)
-        return page, body, "miss"
+        page, new_body = await self._store(page_key, result, now)
+        return page, result.body, "miss", new_body
 
-    async def _store(self, page_key: str, result: FetchResult, now: int) -> tuple[PageEntry, bytes]:
+    async def _store(self, page_key: str, result: FetchResult, now: int) -> tuple[PageEntry, bool]:
         fields = {
             "url": page_key.split(" ", 1)[1],
             "final_url": result.final_url,
@@ -339,9 +343,9 @@ class Service:
             "fetched_at": now,
             "headers_json": json.dumps({"charset": result.charset, **_retry_after(result, now)}),
         }
-        page = await self.adb.run(_db_store_page, page_key, result.body, fields, now)
+        page, new_body = await self.adb.run(_db_store_page, page_key, result.body, fields, now)
         self._hot.put_page(page_key, page)
-        return page, result.body
+        return page, new_body
 
     async def _snapshot_for_page(
         self,
@@ -350,12 +354,18 @@ class Service:
         render_key: str,
         now: int,
         body: bytes | None,
+        new_body: bool = False,
     ) -> Snapshot | None:
         """The rendered snapshot of ``page``: hot cache, render cache, or a fresh render.
 
-        ``None`` only when nothing is cached and ``body`` was not given and is gone.
+        ``None`` only when nothing is cached and ``body`` was not given and is gone. With
+        ``new_body`` (just stored for the first time) the render cache is not asked: no
+        render of that digest can exist there yet.
         """
-        snap = await self._cached_render(page.digest, render_key, now)
+        if new_body:
+            snap = self._hot.snapshot(page.digest, render_key)
+        else:
+            snap = await self._cached_render(page.digest, render_key, now)
         if snap is None:
             if body is None:
                 body = await self.adb.run(DB.get_body, page.digest, now)
@@ -503,13 +513,15 @@ def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
 
 def _db_store_page(
     db: DB, page_key: str, body: bytes, fields: dict[str, Any], now: int
-) -> PageEntry:
-    """Store a fetched body and its page entry, then keep the cache within its budget."""
+) -> tuple[PageEntry, bool]:
+    """Store a fetched body and its page entry, then keep the cache within its budget.
+    Returns the entry and whether the body is new to the cache."""
     with db.transaction():
-        page = PageEntry(digest=db.put_body(body, now), **fields)
+        digest, new_body = db.put_body_new(body, now)
+        page = PageEntry(digest=digest, **fields)
         db.put_page(page_key, page, now)
         db.evict(now)
-    return page
+    return page, new_body
 
 
 def _db_store_render(db: DB, digest: str, render_key: str, payload: bytes, now: int) -> None:

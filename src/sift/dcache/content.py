@@ -119,6 +119,11 @@ class ContentCacheMixin(StoreBase):
     def put_body(self, data: bytes, now: int) -> str:
         """Store ``data`` unless an identical body is stored (then just mark it used); return
         its digest ``"sha256:<hex>"`` of the uncompressed bytes."""
+        return self.put_body_new(data, now)[0]
+
+    def put_body_new(self, data: bytes, now: int) -> tuple[str, bool]:
+        """``put_body``, also saying whether the body is new (then nothing is derived from
+        it yet: no render can exist for its digest)."""
         digest = body_digest(data)
         added = 0
         with self._write() as conn:
@@ -136,7 +141,7 @@ class ContentCacheMixin(StoreBase):
                 )
                 added = len(stored)
         self._bytes += added
-        return digest
+        return digest, cur.rowcount == 0
 
     def get_body(self, digest: str, now: int) -> bytes | None:
         """The body's original bytes, or None; a hit marks it most recently used."""
