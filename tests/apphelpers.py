@@ -67,16 +67,13 @@ def make_settings(tmp_path: Path, *, upstream_port: int = 0, **changes: Any) -> 
     return dataclasses.replace(base, **changes)
 
 
-def test_fetcher(settings: Settings) -> Fetcher:
+def fetcher_for(settings: Settings) -> Fetcher:
     return Fetcher(
         user_agent=settings.user_agent,
         resolver=StaticResolver({}),
         extra_public_cidrs=settings.egress.extra_public_cidrs,
         static_hosts=settings.egress.resolve,
     )
-
-
-test_fetcher.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 @asynccontextmanager
@@ -89,7 +86,7 @@ async def running_app(
     """
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    app = create_app(settings, db, test_fetcher(settings))
+    app = create_app(settings, db, fetcher_for(settings))
     if customize is not None:
         customize(app)
     config = uvicorn.Config(

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from apphelpers import make_settings, test_fetcher
+from apphelpers import fetcher_for, make_settings
 from sift.batch.jobs import BatchJobs
 from sift.batch.runner import BatchRunner
 from sift.config import BatchSettings, Settings
@@ -72,7 +72,7 @@ async def batch_rig(tmp_path: Path, **batch: Any) -> AsyncIterator[Rig]:
     settings = make_settings(tmp_path)
     settings = dataclasses.replace(settings, batch=BatchSettings(**batch))
     adb = AsyncDB(DB.open(tmp_path / "sift.db"))
-    fetcher = test_fetcher(settings)
+    fetcher = fetcher_for(settings)
     await fetcher.start()
     clock = FakeClock()
     service = Service(settings, adb, fetcher, render_executor=None, clock=clock)

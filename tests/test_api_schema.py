@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from apphelpers import FLEET_KEY, auth, make_settings, test_fetcher
+from apphelpers import FLEET_KEY, auth, fetcher_for, make_settings
 from sift.api.app import create_app
 from sift.dcache import DB
 from sift.errors import UpstreamError, all_error_classes
@@ -37,7 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp: Path = tmp_path_factory.mktemp("schema")
     cfg = make_settings(tmp)
     db = DB.open(cfg.db_path)
-    app = create_app(cfg, db, test_fetcher(cfg))
+    app = create_app(cfg, db, fetcher_for(cfg))
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     )
@@ -58,7 +58,7 @@ def _openapi() -> dict[str, Any]:
     cfg = make_settings(Path("unused"))
     db = DB.open(":memory:")
     try:
-        return create_app(cfg, db, test_fetcher(cfg)).openapi()
+        return create_app(cfg, db, fetcher_for(cfg)).openapi()
     finally:
         db.close()
 
