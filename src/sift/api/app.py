@@ -61,6 +61,8 @@ def create_app(
         )
         # Everything allocated so far (modules, schemas, settings) lives for the whole run:
         # move it out of the collector's reach so full collections stay short under load.
+        # Collect first, so no garbage cycle is frozen with it.
+        gc.collect()
         gc.freeze()
         runner = await start_batch(app, settings, adb, app.state.service)
         try:
