@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from servehelpers import SIFT, sift_serve
 from sift.client import AsyncClient, Client
 from sift.errors import Blocked, BlockedAddress, InvalidUrl
+from syncupstream import serve_pages
 
 PAGE = (
     "<html><head><title>CLI page</title></head><body><article><h1>Title</h1>"
@@ -23,34 +22,15 @@ PAGE = (
 LONG = "\n".join(f"line {i}" for i in range(2000))
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        routes = {
-            "/page": (PAGE, "text/html; charset=utf-8"),
-            "/long": (LONG, "text/plain; charset=utf-8"),
-        }
-        body, ctype = routes.get(self.path, ("missing", "text/plain"))
-        status = 200 if self.path in routes else 404
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[str]:
-    """A threaded upstream on 127.0.0.1 (sync tests and subprocesses can both reach it)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    """Threaded, so sync tests and subprocesses can both reach it."""
+    pages = {
+        "/page": (PAGE, "text/html; charset=utf-8"),
+        "/long": (LONG, "text/plain; charset=utf-8"),
+    }
+    with serve_pages(pages) as up:
+        yield up.base_url
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

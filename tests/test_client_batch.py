@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ import pytest
 from servehelpers import SIFT, Served, free_port, sift_serve
 from sift.client import AsyncClient, BatchItem, Client, Envelope, JobView
 from sift.errors import BadRequest, Blocked, ConnectFailed, NotFound, SiftError
+from syncupstream import SyncUpstream, serve_pages
 
 PAGES = {
     f"/p{i}": f"<html><head><title>Page {i}</title></head><body><article><h1>Page {i}</h1>"
@@ -27,37 +25,14 @@ PAGES = {
     "</article></body></html>"
     for i in range(4)
 }
-RELEASE = threading.Event()  # /hang answers only once this is set (at teardown)
-HITS: Counter[str] = Counter()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        HITS[self.path] += 1
-        if self.path == "/hang":
-            RELEASE.wait(30)
-        body = PAGES.get(self.path, "missing")
-        data = body.encode()
-        self.send_response(200 if self.path in PAGES else 404)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    RELEASE.set()
-    server.shutdown()
-    server.server_close()
+def upstream() -> Iterator[SyncUpstream]:
+    """/hang answers only at teardown: a target fetching it cannot finish before then."""
+    pages = {path: (html, "text/html; charset=utf-8") for path, html in PAGES.items()}
+    with serve_pages(pages, hang=frozenset({"/hang"})) as up:
+        yield up
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +46,8 @@ def _title(item: BatchItem) -> str | None:
     return item.result.title
 
 
-def test_submit_wait_results(served: Served, upstream: str) -> None:
-    urls = [f"{upstream}/p{i}" for i in range(4)] + [f"{upstream}/missing"]
+def test_submit_wait_results(served: Served, upstream: SyncUpstream) -> None:
+    urls = [f"{upstream.base_url}/p{i}" for i in range(4)] + [f"{upstream.base_url}/missing"]
     seen: list[JobView] = []
     with Client(served.base_url, served.fleet_key) as client:
         job = client.submit(urls, idempotency_key="client-1", options={"format": "text"})
@@ -100,12 +75,12 @@ def test_submit_wait_results(served: Served, upstream: str) -> None:
         assert client.job(job.id).view.status == "done"
         ndjson = b"".join(job.results_ndjson()).decode().splitlines()
         assert [json.loads(line)["idx"] for line in ndjson] == [0, 1, 2, 3, 4]
-    assert HITS["/p0"] == 1
+    assert upstream.hits["/p0"] == 1
 
 
-def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: str) -> None:
+def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: SyncUpstream) -> None:
     with Client(served.base_url, served.restricted_key) as client:
-        job = client.submit([f"{upstream}/p0"], idempotency_key="client-restricted")
+        job = client.submit([f"{upstream.base_url}/p0"], idempotency_key="client-restricted")
         job.wait(poll_s=0.05)
         (item,) = list(job.results())
         assert item.status == "failed" and item.result is None
@@ -122,9 +97,9 @@ def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: str) -> 
         )
 
 
-def test_cancel(served: Served, upstream: str) -> None:
+def test_cancel(served: Served, upstream: SyncUpstream) -> None:
     with Client(served.base_url, served.fleet_key) as client:
-        job = client.submit([f"{upstream}/hang"] * 3, idempotency_key="client-cancel")
+        job = client.submit([f"{upstream.base_url}/hang"] * 3, idempotency_key="client-cancel")
         view = job.cancel()
         # /hang never answers before teardown: no target can finish before the cancel.
         assert view.status == "cancelled"
@@ -145,8 +120,8 @@ def test_unreachable_server_raises_connect_failed() -> None:
         assert info.value.hint == "Check that `sift serve` is running at that address."
 
 
-async def test_async_job(served: Served, upstream: str) -> None:
-    urls = [f"{upstream}/p1", f"{upstream}/p2"]
+async def test_async_job(served: Served, upstream: SyncUpstream) -> None:
+    urls = [f"{upstream.base_url}/p1", f"{upstream.base_url}/p2"]
     async with AsyncClient(served.base_url, served.fleet_key) as client:
         job = await client.submit(urls, idempotency_key="client-async")
         final = await job.wait(poll_s=0.05)
@@ -158,9 +133,11 @@ async def test_async_job(served: Served, upstream: str) -> None:
         assert (await (await client.job(job.id)).cancel()).status == "done"
 
 
-def test_cli_batch_server_uses_the_client(served: Served, upstream: str, tmp_path: Path) -> None:
+def test_cli_batch_server_uses_the_client(
+    served: Served, upstream: SyncUpstream, tmp_path: Path
+) -> None:
     listing = tmp_path / "urls.txt"
-    listing.write_text(f"# two pages\n{upstream}/p2\n\n{upstream}/p3\n")
+    listing.write_text(f"# two pages\n{upstream.base_url}/p2\n\n{upstream.base_url}/p3\n")
     out = tmp_path / "out.ndjson"
     proc = subprocess.run(
         [

@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
 import httpx2
-import mcp.types as types
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from mcphelpers import call, texts
 from servehelpers import Served, sift_serve
 from upstream import Upstream
 
@@ -46,16 +45,6 @@ async def mcp_http(served: Served, key: str) -> AsyncIterator[ClientSession]:
     ):
         await session.initialize()
         yield session
-
-
-async def call(session: ClientSession, name: str, args: dict[str, Any]) -> types.CallToolResult:
-    result = await session.call_tool(name, args)
-    assert isinstance(result, types.CallToolResult)
-    return result
-
-
-def texts(result: types.CallToolResult) -> list[str]:
-    return [c.text for c in result.content if isinstance(c, types.TextContent)]
 
 
 async def test_every_tool_over_http_shares_the_core(served: Served) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from mcphelpers import call, texts
 from servehelpers import SIFT, write_config
 from sift.config import Settings
 from sift.mcp.stdio import principal_for_key
@@ -46,16 +47,6 @@ async def mcp_stdio(tmp_path: Path, *extra: str) -> AsyncIterator[ClientSession]
         ):
             await session.initialize()
             yield session
-
-
-async def call(session: ClientSession, name: str, args: dict[str, Any]) -> types.CallToolResult:
-    result = await session.call_tool(name, args)
-    assert isinstance(result, types.CallToolResult)
-    return result
-
-
-def texts(result: types.CallToolResult) -> list[str]:
-    return [c.text for c in result.content if isinstance(c, types.TextContent)]
 
 
 def error_of(result: types.CallToolResult) -> dict[str, str]:
