@@ -38,6 +38,7 @@ class Served:
     fleet_key: str
     restricted_key: str
     proc: subprocess.Popen[str]
+    output: str = ""  # everything the server printed, set once it has exited
 
 
 def write_config(tmp_path: Path, extra: str = "") -> tuple[Path, str, str]:
@@ -87,12 +88,14 @@ def sift_serve(
                 raise RuntimeError(f"sift serve did not start: {out}") from exc
             time.sleep(0.1)
     try:
-        yield Served(base, cfg, data, fleet, restricted, proc)
+        served = Served(base, cfg, data, fleet, restricted, proc)
+        yield served
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         try:
-            proc.communicate(timeout=30)
+            out, _ = proc.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.communicate()
+            out, _ = proc.communicate()
+        served.output = out

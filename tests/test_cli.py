@@ -5,15 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from servehelpers import SIFT, free_port
+from servehelpers import SIFT, sift_serve
 from sift.cli import main
 from sift.config import load_settings
 
@@ -74,43 +72,16 @@ def test_anonymous_serve_refuses_a_public_bind(tmp_path: Path) -> None:
 
 
 def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
-    port = free_port()
-    data = tmp_path / "data"
-    proc = subprocess.Popen(
-        [
-            *SIFT,
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--data-dir",
-            str(data),
-            "--set",
-            "render_workers=1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+    with sift_serve(tmp_path) as served:
+        r = httpx.get(f"{served.base_url}/healthz", timeout=5)
         assert r.status_code == 200
         assert r.json() == {"ok": True, "version": "0.1.0"}
-        assert (data / "sift.db").exists()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0, out
-    assert "Traceback" not in out
+        assert (served.data_dir / "sift.db").exists()
+    # sift_serve stops it with SIGTERM: a clean exit, no traceback.
+    assert served.proc.returncode == 0, served.output
+    assert "Traceback" not in served.output
     # One JSON access-log line per request, flushed at shutdown at the latest.
-    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith('{"ts":')]
+    lines = [json.loads(ln) for ln in served.output.splitlines() if ln.startswith('{"ts":')]
     assert [(ln["method"], ln["route"], ln["status"]) for ln in lines][-1] == (
         "GET",
         "/healthz",
