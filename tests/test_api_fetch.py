@@ -251,6 +251,13 @@ async def test_snapshot_gone_and_offset_out_of_range(
     assert r.json()["error"]["code"] == "offset_out_of_range"
 
 
+async def in_flight(client: httpx.AsyncClient) -> float:
+    text = (await client.get("/metrics")).text
+    return float(
+        next(ln for ln in text.splitlines() if ln.startswith("sift_requests_in_flight ")).split()[1]
+    )
+
+
 async def test_single_flight(sift: httpx.AsyncClient, upstream: Upstream) -> None:
     release = asyncio.Event()
 
@@ -262,9 +269,11 @@ async def test_single_flight(sift: httpx.AsyncClient, upstream: Upstream) -> Non
     tasks = [
         asyncio.create_task(fetch(sift, FLEET_KEY, url=url(upstream, "/slow"))) for _ in range(20)
     ]
-    while upstream.hits["/slow"] == 0:
+    # Release the upstream only once all 20 requests are inside sift (the 21st in flight is
+    # the metrics request itself): every one of them has joined the single flight by then.
+    while upstream.hits["/slow"] == 0 or await in_flight(sift) < 21:
         await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # let every request arrive and join the flight
+    await asyncio.sleep(0.05)  # each one's cache lookup (one database round trip) is done
     release.set()
     responses = await asyncio.gather(*tasks)
     assert [r.status_code for r in responses] == [200] * 20

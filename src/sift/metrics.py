@@ -14,6 +14,9 @@ class Metrics:
         self.requests = Counter(
             "sift_requests_total", "API requests", ["route", "status", "caller_class"], registry=r
         )
+        self.in_flight = Gauge(
+            "sift_requests_in_flight", "API requests being handled now", registry=r
+        )
         self.fetch_seconds = Histogram(
             "sift_fetch_seconds",
             "Upstream fetch latency (all hops)",

@@ -69,9 +69,11 @@ class ObserveMiddleware:
                 nbytes += len(message.get("body", b""))
             await send(message)
 
+        self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
+            self.metrics.in_flight.dec()
             info: dict[str, Any] = scope.get(OBSERVE_KEY, {})
             route = info.get("route") or _route_of(scope)
             caller_class = info.get("class", "-")
