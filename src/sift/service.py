@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -28,7 +27,7 @@ from sift.errors import SiftError, SnapshotGone
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target
 from sift.fetch.policy import RESTRICTED_PORTS
 from sift.hotcache import BytesLRU, HotCache
-from sift.jsonio import dumps
+from sift.jsonio import dumps, loads
 from sift.metrics import Metrics
 from sift.options import Effective, FetchOptions, apply_class
 from sift.principal import Principal
@@ -341,7 +340,9 @@ class Service:
             "etag": result.etag,
             "last_modified": result.last_modified,
             "fetched_at": now,
-            "headers_json": json.dumps({"charset": result.charset, **_retry_after(result, now)}),
+            "headers_json": dumps(
+                {"charset": result.charset, **_retry_after(result, now)}
+            ).decode(),
         }
         page, new_body = await self.adb.run(_db_store_page, page_key, result.body, fields, now)
         self._hot.put_page(page_key, page)
@@ -378,7 +379,7 @@ class Service:
         if snap.fetched_at != page.fetched_at:
             snap = replace(snap, fetched_at=page.fetched_at)  # revalidated since it was rendered
         if page.status in (429, 503):
-            retry_after = json.loads(page.headers_json or "{}").get("retry_after")
+            retry_after = loads(page.headers_json or "{}").get("retry_after")
             if retry_after != snap.retry_after:
                 snap = replace(snap, retry_after=retry_after)
         return snap
@@ -397,7 +398,7 @@ class Service:
     async def _render_and_store(
         self, page: PageEntry, body: bytes, ropts: RenderOptions, render_key: str, now: int
     ) -> Snapshot:
-        charset = json.loads(page.headers_json or "{}").get("charset")
+        charset = loads(page.headers_json or "{}").get("charset")
         args = (body, page.content_type, page.final_url, ropts, charset)
         if cheap_to_render(page.content_type, len(body)):
             # A trip to the render pool costs more than rendering this in place.
@@ -491,6 +492,11 @@ def _render_options_key(options: RenderOptions) -> str:
 
 def _cacheable(status: int) -> bool:
     return status != 429 and status < 500
+
+
+def _headers_json(result: FetchResult, now: int) -> str:
+    """What a page entry keeps of the response beyond its columns."""
+    return dumps({"charset": result.charset, **_retry_after(result, now)}).decode()
 
 
 def _retry_after(result: FetchResult, now: int) -> dict[str, int]:

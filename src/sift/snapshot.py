@@ -7,9 +7,9 @@ in-process caches keep it without invalidation.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from sift.jsonio import dumps, loads
 from sift.render import Rendered, RenderOptions, render
 
 
@@ -38,12 +38,12 @@ class Snapshot:
             "fetched_at": self.fetched_at,
             "digest": self.digest,
         }
-        return json.dumps(meta).encode() + b"\n" + self.rendered.to_json()
+        return dumps(meta) + b"\n" + self.rendered.to_json()
 
     @classmethod
     def from_payload(cls, payload: bytes) -> Snapshot:
         head, _, body = payload.partition(b"\n")
-        meta = json.loads(head)
+        meta = loads(head)
         rendered = Rendered.from_json(body)
         return cls(rendered=rendered, content_bytes=rendered.content.encode(), **meta)
 

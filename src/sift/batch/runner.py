@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections import deque
@@ -43,7 +42,7 @@ from sift.batch.views import RESTART_REASON, error_text
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB, JobStatus
 from sift.errors import NotFound, SiftError
-from sift.jsonio import dumps
+from sift.jsonio import dumps, loads
 from sift.options import parse_options
 from sift.principal import Principal
 from sift.service import Service
@@ -479,7 +478,7 @@ class BatchRunner:
         await self._write(job, target, "done", dumps(envelope).decode(), None, None)
 
     async def _fetch(self, job: _Job, target: _Target, started_at: float) -> dict[str, Any]:
-        opts = parse_options({**json.loads(target.options), "url": target.url})
+        opts = parse_options({**loads(target.options), "url": target.url})
         if target.attempt:
             opts = replace(opts, max_age_s=0)  # the cached copy is the 429/503 answer
         if opts.robots and not self._gate.probed(target.host):
