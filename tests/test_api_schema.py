@@ -80,6 +80,7 @@ def no_sift_failure(ctx: Any, response: Any, case: Any) -> bool:
 @schema.parametrize()
 @settings(
     max_examples=40,
+    derandomize=True,  # the same examples every run: CI never flakes on a new one
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
