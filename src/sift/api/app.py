@@ -121,7 +121,7 @@ def create_app(
         stats = await adb.run(DB.stats)
         metrics.cache_bytes.set(stats.get("bytes", 0))
         metrics.cache_evictions.set(stats.get("evictions", 0))
-        metrics.batch_bytes.set(await adb.run(DB.batch_nbytes))
+        metrics.batch_bytes.set(stats.get("batch_bytes", 0))
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app
