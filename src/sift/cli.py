@@ -24,6 +24,7 @@ from typing import Any
 
 from sift import __version__
 from sift.batch.command import add_batch_parser
+from sift.cliargs import add_server_args, add_settings_args
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
 from sift.dcache import DB
 from sift.errors import ConfigError, SiftError
@@ -31,20 +32,6 @@ from sift.fetch import Fetcher
 from sift.mcp.command import add_mcp_parser
 
 EXIT_CONFIG = 2
-
-
-def _add_settings_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config", metavar="FILE", help=f"TOML settings (default ./{DEFAULT_CONFIG_FILE})"
-    )
-    p.add_argument("--data-dir", metavar="DIR", help="directory of the database")
-    p.add_argument(
-        "--set",
-        metavar="KEY=VALUE",
-        action="append",
-        default=[],
-        help="override any setting by its dotted key, e.g. cache.max_bytes=2GiB",
-    )
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -270,12 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("serve", help="run the HTTP service")
-    _add_settings_args(p)
+    add_settings_args(p)
     p.add_argument("--listen", metavar="HOST:PORT", help="bind address (default 127.0.0.1:8080)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("fetch", help="fetch one URL and print its content")
-    _add_settings_args(p)
+    add_settings_args(p)
     p.add_argument("url")
     p.add_argument("--format", choices=["markdown", "text", "html", "raw"])
     p.add_argument("--max-bytes", type=int, metavar="N", help="largest slice to return")
@@ -287,20 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--links", action="store_true", help="include the page's links (--json)")
     p.add_argument("--no-robots", action="store_true", help="ignore robots.txt")
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
-    p.add_argument("--server", metavar="URL", help="ask a running sift instead")
-    p.add_argument(
-        "--key",
-        metavar="KEY",
-        default=os.environ.get("SIFT_KEY"),
-        help="bearer key for --server (default $SIFT_KEY)",
-    )
+    add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)
 
-    add_batch_parser(sub, _add_settings_args)
-    add_mcp_parser(sub, _add_settings_args)
+    add_batch_parser(sub)
+    add_mcp_parser(sub)
 
     p = sub.add_parser("stats", help="cache size, entries, hit rate, batch bytes")
-    _add_settings_args(p)
+    add_settings_args(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_stats)
 

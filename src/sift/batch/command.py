@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Final
@@ -39,6 +39,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from sift.cliargs import add_server_args, add_settings_args
+
 LIVE: Final = frozenset({"queued", "running"})
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -46,10 +48,7 @@ EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
 
 
-def add_batch_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    add_settings_args: Callable[[argparse.ArgumentParser], None],
-) -> None:
+def add_batch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``sift batch`` on the CLI's subparsers (``cli.build_parser`` calls this)."""
     p = sub.add_parser("batch", help="fetch a list of URLs as one batch job")
     add_settings_args(p)
@@ -62,13 +61,7 @@ def add_batch_parser(
         help="Idempotency-Key (default: a digest of the URL list)",
     )
     p.add_argument("--out", metavar="FILE", help="write NDJSON results here (default stdout)")
-    p.add_argument("--server", metavar="URL", help="submit to a running sift instead")
-    p.add_argument(
-        "--key",
-        metavar="KEY",
-        default=os.environ.get("SIFT_KEY"),
-        help="bearer key for --server (default $SIFT_KEY)",
-    )
+    add_server_args(p, "submit to a running sift instead")
     p.add_argument(
         "--poll-s", type=float, default=0.5, metavar="S", help="progress refresh interval"
     )

@@ -6,14 +6,12 @@ import argparse
 import asyncio
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 
+from sift.cliargs import add_settings_args
 
-def add_mcp_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    add_settings_args: Callable[[argparse.ArgumentParser], None],
-) -> None:
+
+def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "mcp",
         help="serve MCP over stdio (for agents); `sift serve` also serves it at /mcp",
