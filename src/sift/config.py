@@ -114,6 +114,19 @@ class BatchSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    """Where batch jobs live: the embedded SQLite (default) or a shared PostgreSQL."""
+
+    url: str = field(
+        default="",
+        metadata=_doc(
+            "PostgreSQL URL of the batch job store shared by several sift nodes "
+            "(postgresql://user@host/db); empty: the embedded SQLite in data_dir."
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class ClassSettings:
     """What one caller class may do. Defaults differ per class: see ``ClassesSettings``."""
 
@@ -240,6 +253,7 @@ class Settings:
     )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=_doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
+    store: StoreSettings = field(default_factory=StoreSettings, metadata=_doc("[store]"))
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=_doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=_doc("[egress]"))
     callers: tuple[Caller, ...] = field(
@@ -574,6 +588,11 @@ def validate(settings: Settings, where: str) -> None:
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(settings.batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")
+    if settings.store.url and not settings.store.url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"{where}: store.url: expected a postgresql:// URL (or nothing for the embedded "
+            "SQLite store)"
+        )
     names: set[str] = set()
     digests: set[str] = set()
     for caller in settings.callers:

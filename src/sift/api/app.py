@@ -23,6 +23,8 @@ from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
+from sift.batch.openstore import open_store
+from sift.batch.store import BatchStore
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
 from sift.fetch import Fetcher
@@ -51,8 +53,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # 1. The database worker thread; 2. the fetcher's connection pools; 3. the service.
+        # 1. The database worker thread and the batch store; 2. the fetcher's connection
+        # pools; 3. the service.
         adb = AsyncDB(db)
+        try:
+            store = await open_store(settings, adb)
+        except BaseException:
+            await adb.close()
+            raise
+        app.state.store = store
         executor = render_executor or ThreadPoolExecutor(2, thread_name_prefix="sift-render")
         await fetcher.start()
         app.state.adb = adb
@@ -64,7 +73,7 @@ def create_app(
         # Collect first, so no garbage cycle is frozen with it.
         gc.collect()
         gc.freeze()
-        runner = await start_batch(app, settings, adb, app.state.service)
+        runner = await start_batch(app, settings, store, app.state.service)
         try:
             async with mcp_http.run():  # the /mcp transport's task group
                 yield
@@ -77,6 +86,7 @@ def create_app(
             await app.state.service.close()
             await fetcher.close()
             executor.shutdown(wait=True, cancel_futures=True)
+            await store.close()
             await adb.close()
 
     app = SiftApp(
@@ -107,6 +117,9 @@ def create_app(
     async def healthz() -> Response:
         adb: AsyncDB = app.state.adb
         await adb.run(DB.check)
+        store: BatchStore = app.state.store
+        if store.backend != "sqlite":  # the embedded store is the database just checked
+            await store.check()
         return Response(dumps({"ok": True, "version": __version__}), media_type="application/json")
 
     @app.get(
@@ -121,7 +134,9 @@ def create_app(
         stats = await adb.run(DB.stats)
         metrics.cache_bytes.set(stats.get("bytes", 0))
         metrics.cache_evictions.set(stats.get("evictions", 0))
-        metrics.batch_bytes.set(stats.get("batch_bytes", 0))
+        store: BatchStore = app.state.store
+        batch = stats if store.backend == "sqlite" else await store.batch_stats()
+        metrics.batch_bytes.set(batch.get("batch_bytes", 0))
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app

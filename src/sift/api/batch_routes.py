@@ -26,9 +26,9 @@ from sift.api.fetch_routes import read_json
 from sift.api.schema import ERROR_RESPONSES
 from sift.batch.jobs import MAX_PAGE_LIMIT, BatchJobs
 from sift.batch.runner import BatchRunner, reconcile
+from sift.batch.store import BatchStore
 from sift.batch.submit import check_idem_key
 from sift.config import Settings
-from sift.dcache import AsyncDB
 from sift.jsonio import dumps
 from sift.options import MAX_INT
 from sift.principal import Principal
@@ -145,14 +145,16 @@ def install_batch_routes(app: FastAPI) -> None:
 
 
 async def start_batch(
-    app: FastAPI, settings: Settings, adb: AsyncDB, service: Service
+    app: FastAPI, settings: Settings, store: BatchStore, service: Service
 ) -> BatchRunner:
     """Lifespan start-up for batch: reconcile what a previous run left in flight (before the
-    runner starts), then start the runner and publish ``app.state.batch``."""
-    failed = await reconcile(adb, int(time.time()))
-    if failed:
-        log.warning("marked %d batch jobs interrupted by the last shutdown as failed", failed)
-    runner = BatchRunner(settings, adb, service)
-    app.state.batch = BatchJobs(settings, adb, runner)
+    runner starts; only for a store no other node shares), then start the runner and publish
+    ``app.state.batch``."""
+    if not store.shared:
+        failed = await reconcile(store, int(time.time()))
+        if failed:
+            log.warning("marked %d batch jobs interrupted by the last shutdown as failed", failed)
+    runner = BatchRunner(settings, store, service)
+    app.state.batch = BatchJobs(settings, store, runner)
     runner.start()
     return runner

@@ -171,6 +171,7 @@ async def _run_local(
     settings: Any, urls: list[str], idem: str, out: IO[bytes], console: Console, poll_s: float
 ) -> int:
     from sift.batch.jobs import BatchJobs
+    from sift.batch.openstore import open_store
     from sift.batch.runner import BatchRunner, reconcile
     from sift.cli import build_fetcher
     from sift.dcache import AsyncDB
@@ -182,12 +183,15 @@ async def _run_local(
     workers = settings.render_workers or os.cpu_count() or 1
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     interrupted = False
+    store = None
     try:
-        await reconcile(adb, int(time.time()))
+        store = await open_store(settings, adb)
+        if not store.shared:
+            await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
             service = Service(settings, adb, fetcher, render_executor=pool)
-            runner = BatchRunner(settings, adb, service, principals={OPERATOR.name: OPERATOR})
-            jobs = BatchJobs(settings, adb, runner)
+            runner = BatchRunner(settings, store, service, principals={OPERATOR.name: OPERATOR})
+            jobs = BatchJobs(settings, store, runner)
             view, _ = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
             job_id = view["id"]
             runner.start()
@@ -208,6 +212,8 @@ async def _run_local(
                 out.write(line)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        if store is not None:
+            await store.close()
         await adb.close()
     if interrupted:
         print(f"sift: interrupted; cancelled job {job_id}", file=sys.stderr)

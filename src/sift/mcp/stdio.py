@@ -40,6 +40,7 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     """Serve MCP on standard input/output until the client closes it, then shut down:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
     from sift.batch.jobs import BatchJobs
+    from sift.batch.openstore import open_store
     from sift.batch.runner import BatchRunner, reconcile
     from sift.cli import build_fetcher
     from sift.dcache import AsyncDB
@@ -47,11 +48,17 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
 
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     try:
-        await reconcile(adb, int(time.time()))
+        store = await open_store(settings, adb)
+    except BaseException:
+        await adb.close()
+        raise
+    try:
+        if not store.shared:
+            await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
             service = Service(settings, adb, fetcher, render_executor=None)
-            runner = BatchRunner(settings, adb, service, principals={principal.name: principal})
-            core = Core(service, BatchJobs(settings, adb, runner))
+            runner = BatchRunner(settings, store, service, principals={principal.name: principal})
+            core = Core(service, BatchJobs(settings, store, runner))
             runner.start()
             try:
                 server = build_server(SiftTools(lambda: core), _fixed(principal))
@@ -62,6 +69,7 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
             finally:
                 await runner.stop(settings.batch.shutdown_grace_s)
     finally:
+        await store.close()
         await adb.close()
 
 
