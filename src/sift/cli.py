@@ -71,6 +71,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "anonymous; bind a loopback address, add a caller with `sift keys add`, or set "
             "allow_anonymous_public = true"
         )
+    if settings.store.url:
+        from sift.batch.pgschema import prepare
+
+        prepare(settings.store.url)  # a wrong or unreachable URL: exit 2 now, not at a request
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     # Rendering is CPU-bound: a process pool uses every core and keeps the event loop free.

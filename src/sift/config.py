@@ -124,6 +124,16 @@ class StoreSettings:
             "(postgresql://user@host/db); empty: the embedded SQLite in data_dir."
         ),
     )
+    pool_size: int = field(
+        default=8,
+        metadata=_doc("PostgreSQL connections per node (the pool's maximum)."),
+    )
+    connect_timeout_s: float = field(
+        default=5.0,
+        metadata=_doc(
+            "How long a request waits for a PostgreSQL connection before 503 store_unavailable."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -593,6 +603,8 @@ def validate(settings: Settings, where: str) -> None:
             f"{where}: store.url: expected a postgresql:// URL (or nothing for the embedded "
             "SQLite store)"
         )
+    if settings.store.pool_size < 1 or settings.store.connect_timeout_s <= 0:
+        raise ConfigError(f"{where}: store.pool_size, store.connect_timeout_s: must be positive")
     names: set[str] = set()
     digests: set[str] = set()
     for caller in settings.callers:

@@ -6,7 +6,6 @@ from sift.batch.sqlitestore import SqliteBatchStore
 from sift.batch.store import BatchStore
 from sift.config import Settings
 from sift.dcache import AsyncDB
-from sift.errors import ConfigError
 
 
 async def open_store(settings: Settings, adb: AsyncDB) -> BatchStore:
@@ -14,4 +13,6 @@ async def open_store(settings: Settings, adb: AsyncDB) -> BatchStore:
     SQLite store over ``adb``. Raises ``ConfigError`` when the database cannot be used."""
     if not settings.store.url:
         return SqliteBatchStore(adb)
-    raise ConfigError("store.url: the PostgreSQL batch store is not available in this build")
+    from sift.batch.pgstore import PgBatchStore
+
+    return await PgBatchStore.open(settings.store)
