@@ -232,6 +232,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
         st = collect_stats(db, settings)
     finally:
         db.close()
+    if settings.store.url:  # batch jobs live in the shared store: report the cluster's
+        from sift.batch.ops import cluster_stats
+
+        st["cluster"] = cluster_stats(settings)
+        st["batch_jobs"] = st["cluster"]["batch_jobs"]
+        st["batch_bytes"] = st["cluster"]["batch_bytes"]
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -252,6 +258,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"batch     {st['batch_jobs']} jobs, {_human(st['batch_bytes'])} of "
         f"{_human(st['batch_max_bytes'])}"
     )
+    if "cluster" in st:
+        c = st["cluster"]
+        print(
+            f"cluster   {c['live_jobs']} live jobs, {c['pending_targets']} pending and "
+            f"{c['running_targets']} running targets, {c['nodes_leasing']} nodes holding leases"
+        )
     return 0
 
 

@@ -134,6 +134,33 @@ class StoreSettings:
             "How long a request waits for a PostgreSQL connection before 503 store_unavailable."
         ),
     )
+    lease_s: float = field(
+        default=30.0,
+        metadata=_doc(
+            "PostgreSQL store: a claimed target's lease; a node silent this long loses it and "
+            "another node fetches the target again."
+        ),
+    )
+    renew_s: float = field(
+        default=5.0,
+        metadata=_doc(
+            "PostgreSQL store: how often a node renews its leases and reaps expired ones "
+            "(also how soon a cancel reaches the node fetching the job)."
+        ),
+    )
+    max_stalls: int = field(
+        default=3,
+        metadata=_doc(
+            "PostgreSQL store: a target whose node was lost this many times fails as interrupted."
+        ),
+    )
+    node_id: str = field(
+        default="",
+        metadata=_doc(
+            "PostgreSQL store: this node's label in claims, for operators "
+            "(default host:port:pid); correctness never depends on it."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -603,8 +630,15 @@ def validate(settings: Settings, where: str) -> None:
             f"{where}: store.url: expected a postgresql:// URL (or nothing for the embedded "
             "SQLite store)"
         )
-    if settings.store.pool_size < 1 or settings.store.connect_timeout_s <= 0:
-        raise ConfigError(f"{where}: store.pool_size, store.connect_timeout_s: must be positive")
+    st = settings.store
+    for fname in ("pool_size", "connect_timeout_s", "lease_s", "renew_s", "max_stalls"):
+        if getattr(st, fname) <= 0:
+            raise ConfigError(f"{where}: store.{fname}: must be positive")
+    if st.renew_s * 2 > st.lease_s:
+        raise ConfigError(
+            f"{where}: store.renew_s: must be at most half of store.lease_s ({st.lease_s}), "
+            "or a slow renewal loses the lease of a healthy node"
+        )
     names: set[str] = set()
     digests: set[str] = set()
     for caller in settings.callers:

@@ -33,6 +33,54 @@ class Metrics:
             "sift_cache_evictions", "Content cache evictions since start", registry=r
         )
         self.batch_bytes = Gauge("sift_batch_bytes", "Bytes of stored batch results", registry=r)
+        self.store_backend = Gauge(
+            "sift_store_backend",
+            "The batch store backend (1 for the one in use)",
+            ["backend"],
+            registry=r,
+        )
+        self.fenced_writes = Counter(
+            "sift_batch_fenced_writes",
+            "Late batch writes rejected because the claim's lease was lost (PostgreSQL store)",
+            registry=r,
+        )
+        self.reaped = Counter(
+            "sift_batch_reaped",
+            "Expired batch leases requeued or failed by this node (PostgreSQL store)",
+            registry=r,
+        )
+        self.interrupted = Counter(
+            "sift_batch_interrupted",
+            "Batch targets failed as interrupted after store.max_stalls lost nodes",
+            registry=r,
+        )
+        self.claim_seconds = Histogram(
+            "sift_batch_claim_seconds",
+            "Latency of one claim round trip to the PostgreSQL store",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+            registry=r,
+        )
+        self._seen: dict[str, int] = {}
+
+    def record_store(
+        self, backend: str, counters: dict[str, int], claim_seconds: list[float]
+    ) -> None:
+        """Fold the batch store's own counters (running totals) and the claim latencies
+        gathered since the last call into the exported metrics."""
+        self.store_backend.labels(backend=backend).set(1)
+        for name, counter in (
+            ("fenced_writes", self.fenced_writes),
+            ("reaped", self.reaped),
+            ("interrupted", self.interrupted),
+        ):
+            value = counters.get(name, 0)
+            delta = value - self._seen.get(name, 0)
+            if delta > 0:
+                counter.inc(delta)
+            self._seen[name] = value
+        for seconds in claim_seconds:
+            self.claim_seconds.observe(seconds)
+        claim_seconds.clear()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

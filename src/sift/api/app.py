@@ -137,6 +137,16 @@ def create_app(
         store: BatchStore = app.state.store
         batch = stats if store.backend == "sqlite" else await store.batch_stats()
         metrics.batch_bytes.set(batch.get("batch_bytes", 0))
+        work = getattr(store, "work", None)
+        counters: dict[str, int] = {}
+        if work is not None:
+            counters = {
+                "fenced_writes": work.fenced_writes,
+                "reaped": work.reaped,
+                "interrupted": work.interrupted,
+            }
+        latencies: list[float] = getattr(app.state.batch.runner, "claim_seconds", [])
+        metrics.record_store(store.backend, counters, latencies)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app

@@ -81,6 +81,65 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         crawl_delay_s double precision NOT NULL DEFAULT 0,
         not_before    double precision NOT NULL DEFAULT 0
     );
+    """
+    # sift_claim: one round trip claims up to p_max targets of ONE open host for one caller.
+    # 1. a window of the next p_window pending targets of each of the caller's live jobs,
+    #    oldest job first; 2. the first host in window order whose gate is open, locked with
+    #    SKIP LOCKED (a host another node is claiming right now is passed over); 3. claim,
+    #    gate and job start move in one statement, so the gate cannot drift. The gate limit is
+    #    checked in the locked row itself: a count over batch_target here would read an older
+    #    snapshot and could admit one target too many.
+    """
+    CREATE FUNCTION sift_claim(p_caller text, p_node text, p_per_host integer, p_max integer,
+                               p_lease_s double precision, p_window integer)
+    RETURNS TABLE (job_id text, idx integer, lease_token bigint, url text, options text,
+                   host text, attempt smallint, caller_class text,
+                   claimed_at double precision, probed boolean)
+    LANGUAGE plpgsql AS $$
+    #variable_conflict use_column
+    DECLARE
+      v_now double precision := extract(epoch FROM clock_timestamp());
+      v_jobs text[]; v_idxs integer[]; v_hosts text[];
+      g record; v_free integer;
+    BEGIN
+      SELECT array_agg(c.job_id ORDER BY c.seq, c.idx), array_agg(c.idx ORDER BY c.seq, c.idx),
+             array_agg(c.host ORDER BY c.seq, c.idx)
+        INTO v_jobs, v_idxs, v_hosts
+        FROM batch_job j CROSS JOIN LATERAL
+             (SELECT t.job_id, t.idx, t.host, j.seq FROM batch_target t
+               WHERE t.job_id = j.id AND t.status = 'pending'
+               ORDER BY t.idx LIMIT p_window) c
+       WHERE j.caller = p_caller AND j.status IN ('queued', 'running');
+      IF v_jobs IS NULL THEN RETURN; END IF;
+      SELECT h.host, h.inflight, h.probed, h.crawl_delay_s INTO g FROM host_gate h
+       WHERE h.host = ANY (v_hosts) AND h.not_before <= v_now
+         AND h.inflight < CASE WHEN h.probed THEN p_per_host ELSE 1 END
+       ORDER BY array_position(v_hosts, h.host) LIMIT 1 FOR UPDATE SKIP LOCKED;
+      IF NOT FOUND THEN RETURN; END IF;
+      v_free := least(p_max, CASE WHEN g.probed THEN p_per_host ELSE 1 END - g.inflight);
+      IF g.crawl_delay_s > 0 THEN v_free := least(v_free, 1); END IF;
+      RETURN QUERY
+      WITH c AS (SELECT u.j, u.i FROM unnest(v_jobs, v_idxs, v_hosts) AS u(j, i, h)
+                  WHERE u.h = g.host LIMIT v_free),
+      claimed AS (
+        UPDATE batch_target t SET status = 'running',
+               lease_token = nextval('batch_lease_seq'),
+               lease_until = v_now + p_lease_s, lease_owner = p_node
+          FROM c WHERE t.job_id = c.j AND t.idx = c.i AND t.status = 'pending'
+        RETURNING t.job_id, t.idx, t.lease_token, t.url, t.options, t.host, t.attempt),
+      gate AS (
+        UPDATE host_gate h SET inflight = h.inflight + (SELECT count(*) FROM claimed),
+               not_before = CASE WHEN h.crawl_delay_s > 0
+                                 THEN greatest(h.not_before, v_now + h.crawl_delay_s)
+                                 ELSE h.not_before END
+         WHERE h.host = g.host AND EXISTS (SELECT 1 FROM claimed)),
+      began AS (
+        UPDATE batch_job b SET status = 'running', lease = floor(v_now)::bigint
+         WHERE b.id IN (SELECT claimed.job_id FROM claimed) AND b.status = 'queued')
+      SELECT cl.job_id, cl.idx, cl.lease_token, cl.url, cl.options, cl.host, cl.attempt,
+             b.caller_class, v_now, g.probed
+        FROM claimed cl JOIN batch_job b ON b.id = cl.job_id;
+    END $$;
     """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -30,6 +30,7 @@ import psycopg
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from sift.batch.pgclaims import PgWork
 from sift.batch.pgschema import EVICT_LOCK, prepare
 from sift.batch.politeness import host_key
 from sift.batch.store import Backend
@@ -107,6 +108,7 @@ class PgBatchStore:
             "batch_evictions": 0,
         }
         self._closed = False
+        self.work = PgWork(self)
 
     @classmethod
     async def open(cls, settings: StoreSettings, *, migrate: bool = True) -> PgBatchStore:

@@ -40,8 +40,8 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     """Serve MCP on standard input/output until the client closes it, then shut down:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
     from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import open_store
-    from sift.batch.runner import BatchRunner, reconcile
+    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.runner import reconcile
     from sift.cli import build_fetcher
     from sift.dcache import AsyncDB
     from sift.service import Service
@@ -57,7 +57,7 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
             await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
             service = Service(settings, adb, fetcher, render_executor=None)
-            runner = BatchRunner(settings, store, service, principals={principal.name: principal})
+            runner = make_runner(settings, store, service, principals={principal.name: principal})
             core = Core(service, BatchJobs(settings, store, runner))
             runner.start()
             try:
