@@ -93,6 +93,8 @@ class PgServer:
     socket_dir: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     workdir: Path | None = None
+    command: list[str] | None = None
+    user: str | None = None
 
     def url(self, db: str) -> str:
         if self.socket_dir is not None:
@@ -102,7 +104,8 @@ class PgServer:
     def admin(self) -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.url("postgres"), autocommit=True)
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Stop the server process, keeping its data (``resume`` starts it again)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # "fast" shutdown
             try:
@@ -110,8 +113,42 @@ class PgServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+    def resume(self) -> None:
+        """Start the halted server again on the same socket and data."""
+        assert self.command is not None and self.workdir is not None
+        self.proc = _spawn(self.command, self.workdir, self.user)
+        self._wait_ready()
+
+    def stop(self) -> None:
+        self.halt()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None and self.workdir is not None
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with self.admin():
+                    return
+            except psycopg.OperationalError as exc:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    out = (self.workdir / "log").read_text(errors="replace")
+                    self.stop()
+                    raise RuntimeError(f"PostgreSQL did not start: {out}") from exc
+                time.sleep(0.05)
+
+
+def _spawn(command: list[str], workdir: Path, user: str | None) -> subprocess.Popen[bytes]:
+    with open(workdir / "log", "ab") as log:
+        return subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            user=user,
+            start_new_session=True,  # Ctrl-C in the terminal goes to pytest, which stops it
+        )
 
 
 def _with_db(url: str, db: str) -> str:
@@ -159,44 +196,34 @@ def start_server() -> PgServer:
         stderr=subprocess.PIPE,
         user=user,
     )
-    log = open(workdir / "log", "wb")  # noqa: SIM115 - the server writes to it until stopped
-    proc = subprocess.Popen(
-        [
-            str(bindir / "postgres"),
-            "-D",
-            str(data),
-            "-k",
-            str(workdir),
-            "-c",
-            "listen_addresses=",
-            # A test server: durability buys nothing here, speed does.
-            "-c",
-            "fsync=off",
-            "-c",
-            "synchronous_commit=off",
-            "-c",
-            "full_page_writes=off",
-            "-c",
-            "max_connections=300",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    command = [
+        str(bindir / "postgres"),
+        "-D",
+        str(data),
+        "-k",
+        str(workdir),
+        "-c",
+        "listen_addresses=",
+        # A test server: durability buys nothing here, speed does.
+        "-c",
+        "fsync=off",
+        "-c",
+        "synchronous_commit=off",
+        "-c",
+        "full_page_writes=off",
+        "-c",
+        "max_connections=300",
+    ]
+    server = PgServer(
+        base_url="",
+        socket_dir=str(workdir),
+        proc=_spawn(command, workdir, user),
+        workdir=workdir,
+        command=command,
         user=user,
-        start_new_session=True,  # Ctrl-C in the terminal goes to pytest, which stops it
     )
-    log.close()
-    server = PgServer(base_url="", socket_dir=str(workdir), proc=proc, workdir=workdir)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with server.admin():
-                return server
-        except psycopg.OperationalError as exc:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = (workdir / "log").read_text(errors="replace")
-                server.stop()
-                raise RuntimeError(f"PostgreSQL did not start: {out}") from exc
-            time.sleep(0.05)
+    server._wait_ready()
+    return server
 
 
 @contextlib.contextmanager

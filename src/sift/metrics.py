@@ -54,6 +54,12 @@ class Metrics:
             "Batch targets failed as interrupted after store.max_stalls lost nodes",
             registry=r,
         )
+        self.leases_lost = Counter(
+            "sift_batch_leases_lost",
+            "Fetches this node stopped because their lease was gone (reaped after a stall, "
+            "job cancelled or swept)",
+            registry=r,
+        )
         self.claim_seconds = Histogram(
             "sift_batch_claim_seconds",
             "Latency of one claim round trip to the PostgreSQL store",
@@ -72,6 +78,7 @@ class Metrics:
             ("fenced_writes", self.fenced_writes),
             ("reaped", self.reaped),
             ("interrupted", self.interrupted),
+            ("leases_lost", self.leases_lost),
         ):
             value = counters.get(name, 0)
             delta = value - self._seen.get(name, 0)

@@ -145,7 +145,10 @@ def create_app(
                 "reaped": work.reaped,
                 "interrupted": work.interrupted,
             }
-        latencies: list[float] = getattr(app.state.batch.runner, "claim_seconds", [])
+        runner = app.state.batch.runner
+        latencies: list[float] = getattr(runner, "claim_seconds", [])
+        if hasattr(runner, "leases_lost"):
+            counters["leases_lost"] = runner.leases_lost
         metrics.record_store(store.backend, counters, latencies)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 

@@ -64,6 +64,7 @@ IDLE_POLL_S: Final = 0.2
 class _Running:
     claim: Claim
     task: asyncio.Task[None]
+    writing: bool = False  # the outcome is being written: let the write run (or be fenced)
 
 
 def default_node_id(settings: Settings) -> str:
@@ -106,6 +107,7 @@ class ClusterRunner:
         self._main: asyncio.Task[None] | None = None
         self._upkeep: asyncio.Task[None] | None = None
         self.claim_seconds: list[float] = []  # claim latencies since the last read (metrics)
+        self.leases_lost = 0  # fetches stopped because their lease was gone (metrics)
 
     # -- control ------------------------------------------------------------------------------
 
@@ -251,8 +253,9 @@ class ClusterRunner:
             held = await self._work.renew(tokens, self.settings.store.lease_s)
             for token in set(tokens) - held:
                 r = self._running.get(token)
-                if r is not None:
+                if r is not None and not r.writing:
                     log.info("lost the lease of %s/%d; stopping it", r.claim.job_id, r.claim.idx)
+                    self.leases_lost += 1
                     r.task.cancel()
         failed_jobs = await self._work.reap(int(self._clock()), self.settings.store.max_stalls)
         for job_id in await self._work.complete_jobs(failed_jobs):
@@ -276,6 +279,9 @@ class ClusterRunner:
             await self._complete(claim, "failed", None, error_text(err), err.hint)
             return
         if envelope.get("status") in RETRY_STATUSES and claim.attempt + 1 < self._max_attempts:
+            running = self._running.get(claim.token)
+            if running is not None:
+                running.writing = True
             await self._work.retry_later(claim, self._retry_delay(envelope, claim))
             return
         await self._complete(claim, "done", dumps(envelope).decode(), None, None)
@@ -309,6 +315,9 @@ class ClusterRunner:
         self, claim: Claim, status: str, result: str | None, error: str | None, hint: str | None
     ) -> None:
         now = int(self._clock())
+        running = self._running.get(claim.token)
+        if running is not None:
+            running.writing = True
         done = await self._work.complete(claim, now, status, result, error, hint)
         if done.fenced:
             log.info("late write for %s/%d fenced out", claim.job_id, claim.idx)
