@@ -81,7 +81,7 @@ async def upstream(hosts: int, latency_s: float) -> tuple[web.AppRunner, list[in
 async def run_job(node: Served, targets: list[str]) -> float:
     """Seconds from the POST until the job is done."""
     auth = {"Authorization": f"Bearer {node.fleet_key}"}
-    async with httpx.AsyncClient(base_url=node.base_url, headers=auth, timeout=60) as c:
+    async with httpx.AsyncClient(base_url=node.base_url, headers=auth, timeout=300) as c:
         t0 = time.monotonic()
         r = await c.post("/v1/batch", json={"targets": targets}, headers={"Idempotency-Key": "b"})
         assert r.status_code == 202, r.text
@@ -111,7 +111,12 @@ async def one_run(
             node_cfg.write_text(base + store)
             nodes.append(
                 stack.enter_context(
-                    sift_serve(tmp, config=(node_cfg, fleet, restricted), data_dir=tmp / f"d{i}")
+                    sift_serve(
+                        tmp,
+                        config=(node_cfg, fleet, restricted),
+                        data_dir=tmp / f"d{i}",
+                        start_timeout_s=120,
+                    )
                 )
             )
         return await run_job(nodes[0], targets)

@@ -52,9 +52,14 @@ def write_config(tmp_path: Path, extra: str = "") -> tuple[Path, str, str]:
 
 @contextmanager
 def sift_serve(
-    tmp_path: Path, *, config: tuple[Path, str, str] | None = None, data_dir: Path | None = None
+    tmp_path: Path,
+    *,
+    config: tuple[Path, str, str] | None = None,
+    data_dir: Path | None = None,
+    start_timeout_s: float = 30,
 ) -> Iterator[Served]:
-    """Start `sift serve`, wait for /healthz, stop it with SIGTERM on exit."""
+    """Start `sift serve`, wait for /healthz (``start_timeout_s``), stop it with SIGTERM on
+    exit."""
     cfg, fleet, restricted = config or write_config(tmp_path)
     data = data_dir or tmp_path / "data"
     port = free_port()
@@ -76,7 +81,7 @@ def sift_serve(
         text=True,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + start_timeout_s
     while True:
         try:
             httpx.get(f"{base}/healthz", timeout=1).raise_for_status()

@@ -84,6 +84,7 @@ def nodes(
                         tmp_path,
                         config=(node_cfg, fleet, restricted),
                         data_dir=tmp_path / f"data{i}",
+                        start_timeout_s=90,  # several nodes start on a busy 2-core machine
                     )
                 )
             )

@@ -58,6 +58,10 @@ RETRY_STATUSES: Final = frozenset({429, 503})
 # How long an idle node waits before looking for claimable work again (a submission on this
 # node wakes it at once; one on another node is seen at the next poll).
 IDLE_POLL_S: Final = 0.2
+# The callers with live jobs are re-read at most this often (a local submission re-reads at
+# once); the batch byte budget is checked at most this often after results are written.
+CALLERS_TTL_S: Final = 0.5
+BUDGET_CHECK_S: Final = 1.0
 
 
 @dataclass(slots=True, eq=False)
@@ -108,11 +112,15 @@ class ClusterRunner:
         self._upkeep: asyncio.Task[None] | None = None
         self.claim_seconds: list[float] = []  # claim latencies since the last read (metrics)
         self.leases_lost = 0  # fetches stopped because their lease was gone (metrics)
+        self._callers: list[str] = []
+        self._callers_at = float("-inf")  # monotonic time of the last read
+        self._budget_at = float("-inf")
 
     # -- control ------------------------------------------------------------------------------
 
     def notify(self) -> None:
         """A job was submitted on this node: look for work now."""
+        self._callers_at = float("-inf")
         self._wake.set()
 
     def running(self, job_id: str) -> frozenset[int]:
@@ -191,7 +199,10 @@ class ClusterRunner:
         free = batch.concurrency - len(self._running)
         if free <= 0:
             return 0
-        callers = await self._work.live_callers()
+        if time.monotonic() - self._callers_at > CALLERS_TTL_S:
+            self._callers = await self._work.live_callers()
+            self._callers_at = time.monotonic()
+        callers = self._callers
         if not callers:
             return 0
         start = self._turn % len(callers)
@@ -326,5 +337,9 @@ class ClusterRunner:
         if done.job_complete:
             status_ = await self._store.finish_job(claim.job_id, now, max_bytes)
             log.info("batch job %s finished: %s", claim.job_id, status_)
-        elif result is not None and await self._store.batch_nbytes() > max_bytes:
-            await self._store.evict_batch_oldest(max_bytes)
+        elif result is not None and time.monotonic() - self._budget_at > BUDGET_CHECK_S:
+            # Not after every result: a sum over the jobs each time costs a round trip per
+            # target; the budget may be passed by one second's results at most.
+            self._budget_at = time.monotonic()
+            if await self._store.batch_nbytes() > max_bytes:
+                await self._store.evict_batch_oldest(max_bytes)
