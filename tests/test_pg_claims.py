@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from apphelpers import fetcher_for, make_settings
 from batchrig import FakeClock
@@ -274,3 +275,56 @@ async def test_two_cluster_runners_share_one_job_each_target_once(
                 await fetcher.close()
                 await store.close()
                 await adb.close()
+
+
+async def test_stopping_a_runner_releases_its_claims_without_a_loss(
+    tmp_path: Path, pg_url: str
+) -> None:
+    settings = dataclasses.replace(
+        make_settings(tmp_path),
+        batch=BatchSettings(concurrency=4, per_host=4),
+        store=StoreSettings(url=pg_url),
+    )
+    release = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.StreamResponse:
+        await release.wait()
+        return web.Response(text="late", content_type="text/plain")
+
+    async with Upstream() as up:
+        up.route("/h", hang, prefix=True)
+        adb = AsyncDB(DB.open(tmp_path / "node.db"))
+        fetcher = fetcher_for(settings)
+        await fetcher.start()
+        store = await PgBatchStore.open(settings.store, migrate=False)
+        try:
+            service = Service(settings, adb, fetcher, render_executor=None)
+            runner = ClusterRunner(settings, store, service)
+            jobs = BatchJobs(settings, store, runner)
+            owner = Principal("indexer", "fleet")
+            body = {"targets": [up.url("/h0"), up.url("/h1")], "options": {"robots": False}}
+            await jobs.submit(owner, "k", body, 1000)
+            runner.start()
+            # One at a time: the host's robots.txt is never read here (robots=false), and an
+            # unprobed host takes one target at a time (as in the embedded runner).
+            both_running = {
+                "live_jobs": 1,
+                "pending_targets": 1,
+                "running_targets": 1,
+                "nodes_leasing": 1,
+            }
+            for _ in range(1000):
+                if await store.work.cluster_counts() == both_running:
+                    break
+                await asyncio.sleep(0.02)
+            assert await store.work.cluster_counts() == both_running
+            await runner.stop(0)
+            async with store._tx() as cur:
+                await cur.execute("SELECT status, stalls FROM batch_target ORDER BY idx")
+                assert await cur.fetchall() == [("pending", 0), ("pending", 0)]
+            assert await inflight_matches_running(store) == {f"127.0.0.1:{up.port}": (0, 0)}
+        finally:
+            release.set()
+            await fetcher.close()
+            await store.close()
+            await adb.close()

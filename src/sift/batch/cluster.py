@@ -148,12 +148,14 @@ class ClusterRunner:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         tasks = {r.task for r in self._running.values()}
+        left: list[int] = []
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace_s)
+            # Noted before cancelling: a cancelled task drops out of _running on its way out.
+            left = [tok for tok, r in self._running.items() if r.task in pending]
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-        left = list(self._running)
         if left:
             try:
                 n = await self._work.release(left)
