@@ -309,7 +309,7 @@ class ClusterRunner:
                 delay = await self._service.robots_checker(principal).crawl_delay(opts.url)
             except SiftError:
                 delay = None  # the fetch below reports what is wrong with this host
-            await self._work.learn_crawl_delay(claim.host, delay, claim.claimed_at)
+            await self._work.learn_crawl_delay(claim.host, delay)
             self._wake.set()  # the host may take more targets now
         return await self._service.fetch(principal, opts)
 

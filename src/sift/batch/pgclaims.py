@@ -180,16 +180,19 @@ class PgWork:
             self.fenced_writes += 1
         return ok
 
-    async def learn_crawl_delay(self, host: str, delay_s: float | None, started_at: float) -> None:
+    async def learn_crawl_delay(self, host: str, delay_s: float | None) -> None:
         """robots.txt was read for ``host``: it may now take ``per_host`` targets, spaced by
-        its Crawl-delay (clamped) counted from ``started_at`` (PostgreSQL clock)."""
+        its Crawl-delay (clamped). The delay counts from now (PostgreSQL clock), not from
+        the claim: the page request of the target that read robots.txt leaves only now,
+        after that read, and the next request must keep the delay from it."""
         delay = min(delay_s or 0.0, MAX_CRAWL_DELAY_S)
         async with self._store._tx() as cur:
             await cur.execute(
                 "UPDATE host_gate SET probed = true, crawl_delay_s = %(d)s, "
-                "not_before = CASE WHEN %(d)s > 0 THEN greatest(not_before, %(at)s + %(d)s) "
+                "not_before = CASE WHEN %(d)s > 0 "
+                f"THEN greatest(not_before, {_PG_NOW} + %(d)s) "
                 "ELSE not_before END WHERE host = %(host)s",
-                {"d": delay, "at": started_at, "host": host},
+                {"d": delay, "host": host},
             )
 
     async def host_probed(self, host: str) -> bool:
