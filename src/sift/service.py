@@ -23,8 +23,8 @@ from typing import Any, Literal, TypeVar
 
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB, PageEntry
-from sift.errors import SiftError, SnapshotGone
-from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target
+from sift.errors import SiftError, SnapshotGone, UpstreamTimeout
+from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target, egress_scope
 from sift.fetch.policy import RESTRICTED_PORTS
 from sift.hotcache import BytesLRU, HotCache
 from sift.jsonio import dumps, loads
@@ -52,16 +52,21 @@ class _Memo:
 
 
 class _DBRobotsCache:
-    """robots.txt cache for the fetcher, kept in the dcache database."""
+    """robots.txt cache for one egress scope, kept in the dcache database.
 
-    def __init__(self, adb: AsyncDB) -> None:
+    Rows are keyed ``"<scope> <origin>"``: what robots.txt answered under one policy (a
+    redirect it could not follow, an address it could not reach) never answers another.
+    """
+
+    def __init__(self, adb: AsyncDB, scope: str) -> None:
         self._adb = adb
+        self._scope = scope
 
     async def get(self, origin: str) -> tuple[int, bytes, int] | None:
-        return await self._adb.run(DB.get_robots, origin)
+        return await self._adb.run(DB.get_robots, f"{self._scope} {origin}")
 
     async def put(self, origin: str, status: int, body: bytes, fetched_at: int) -> None:
-        await self._adb.run(DB.put_robots, origin, status, body, fetched_at)
+        await self._adb.run(DB.put_robots, f"{self._scope} {origin}", status, body, fetched_at)
 
 
 class Service:
@@ -83,13 +88,12 @@ class Service:
         self.metrics = metrics or Metrics()
         self._clock = clock
         self._render_executor = render_executor
-        self._robots_cache = _DBRobotsCache(adb)
         self._hot = HotCache(max_bytes=settings.cache.hot_bytes)
         self._responses: BytesLRU[tuple[Principal, FetchOptions], _Memo] = BytesLRU(
             max_bytes=settings.cache.hot_bytes // 4, size=lambda m: len(m.body)
         )
-        self._flights: dict[tuple[str, ...], asyncio.Task[Any]] = {}
-        self._robots: dict[tuple[str, bool], RobotsChecker] = {}
+        self._flights: dict[tuple[object, ...], asyncio.Task[Any]] = {}
+        self._robots: dict[str, RobotsChecker] = {}
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
         self._pending: dict[str, int] = {}
@@ -198,8 +202,11 @@ class Service:
                 else self.settings.cache.default_max_age_s
             )
             robots = self.robots_checker(principal) if opts.robots else None
+            # The shared fetch runs with the class deadline; this caller's timeout_s bounds
+            # only its own wait (see _current_snapshot).
+            shared = self.policy_for(principal, limits.timeout_s)
             snap, state = await self._current_snapshot(
-                opts, policy, robots, page_key, ropts, render_key, max_age_s, now
+                opts, shared, eff.timeout_s, robots, page_key, ropts, render_key, max_age_s, now
             )
             page = self._hot.peek_page(page_key)
             if state == "hit" and page is not None and page.digest == snap.digest:
@@ -247,13 +254,13 @@ class Service:
         runner asks it for Crawl-delay)."""
         limits = self.settings.classes.get(principal.caller_class)
         policy = self.policy_for(principal, limits.timeout_s)
-        key = (principal.caller_class, policy.allow_private)
+        key = egress_scope(policy)
         checker = self._robots.get(key)
         if checker is None:
             checker = RobotsChecker(
                 self.fetcher,
                 policy,
-                self._robots_cache,
+                _DBRobotsCache(self.adb, key),
                 user_agent_token=self.settings.user_agent.split("/", 1)[0],
                 now=self._clock,
             )
@@ -261,16 +268,22 @@ class Service:
         return checker
 
     def _page_key(self, normalized_url: str, opts: FetchOptions, policy: FetchPolicy) -> str:
-        # The egress scope is part of the key: a page fetched by a caller allowed to reach
-        # private addresses (or one that skipped robots.txt) is never served to one that
-        # is not.
-        scope = ("priv" if policy.allow_private else "pub") + ("" if opts.robots else "-norobots")
-        return f"{scope} {normalized_url}"
+        # The whole egress scope is part of the key (private access and ranges, ports,
+        # redirect count, size limits; and whether robots.txt was obeyed): a page fetched
+        # under one policy is never served to a caller whose policy would have refused a
+        # hop of it (a redirect to a port it may not use, more redirects, a larger body).
+        # Keying by the policy is simpler and more correct than recording the hops and
+        # re-checking them: a re-check without I/O cannot redo what the guard decided on
+        # resolved addresses, and pages per policy cost little (bodies are shared, by
+        # digest). Continuations (digest) and batch targets use the same key.
+        suffix = "" if opts.robots else "-norobots"
+        return f"{egress_scope(policy)}{suffix} {normalized_url}"
 
     async def _current_snapshot(
         self,
         opts: FetchOptions,
         policy: FetchPolicy,
+        wait_s: float,
         robots: RobotsChecker | None,
         page_key: str,
         ropts: RenderOptions,
@@ -278,6 +291,14 @@ class Service:
         max_age_s: int,
         now: int,
     ) -> tuple[Snapshot, CacheState]:
+        """The page's snapshot, from the cache or one shared fetch under ``policy``.
+
+        Single flight: concurrent misses with the same page key *and* the same policy share
+        one fetch (the page key carries the egress scope; the policy adds the deadline), so
+        no joiner gets a page fetched under rules it does not have. Each waiter gives up
+        after its own ``wait_s`` (``upstream_timeout``) while the fetch runs on for the
+        others and the cache: a caller with a tiny timeout cannot fail anyone else's fetch.
+        """
         page = self._hot.page(page_key) or await self.adb.run(DB.get_page, page_key, now)
         # A throttled or failing upstream (429, 5xx) is asked again rather than served from
         # the cache: its answer says "not now", not "this is the page".
@@ -286,10 +307,14 @@ class Service:
             if snap is not None:
                 self._hot.put_page(page_key, page)
                 return snap, "hit"
-        fresh, body, state, new_body = await self._once(
-            ("fetch", page_key, str(max_age_s > 0)),
-            lambda: self._refresh(page_key, opts, policy, robots, page, now),
-        )
+        try:
+            async with asyncio.timeout(wait_s):
+                fresh, body, state, new_body = await self._once(
+                    ("fetch", page_key, max_age_s > 0, policy),
+                    lambda: self._refresh(page_key, opts, policy, robots, page, now),
+                )
+        except TimeoutError as exc:
+            raise UpstreamTimeout(f"The fetch did not finish within {wait_s:g} s.") from exc
         snap = await self._snapshot_for_page(
             fresh, ropts, render_key, now, body=body, new_body=new_body
         )
@@ -434,7 +459,7 @@ class Service:
                 return found
         raise SnapshotGone(f"snapshot {digest} of this URL is no longer cached")
 
-    async def _once(self, key: tuple[str, ...], make: Callable[[], Awaitable[T]]) -> T:
+    async def _once(self, key: tuple[object, ...], make: Callable[[], Awaitable[T]]) -> T:
         """Single flight: concurrent callers with the same key share one run of ``make``.
 
         The shared work runs in its own task, so one waiter being cancelled (a client
@@ -448,7 +473,7 @@ class Service:
         result: T = await asyncio.shield(task)
         return result
 
-    def _flight_done(self, key: tuple[str, ...], task: asyncio.Future[Any]) -> None:
+    def _flight_done(self, key: tuple[object, ...], task: asyncio.Future[Any]) -> None:
         self._flights.pop(key, None)
         # Retrieved even when every waiter has gone (a cancelled batch target, a client that
         # hung up), so an abandoned flight's error is not logged as "never retrieved".

@@ -202,7 +202,12 @@ class Fetcher:
         while True:
             if robots is not None and not await robots.allowed(target.url):
                 raise RobotsDisallowed(f"robots.txt at {target.origin} disallows this URL.")
-            resp = await self._open(target, policy, etag, last_modified, timings)
+            try:
+                resp = await self._open(target, policy, etag, last_modified, timings)
+            except Blocked as exc:
+                if not redirects:
+                    raise
+                raise Blocked(BLOCKED_MESSAGE) from exc  # a refused hop: chained, see below
             try:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECT_STATUSES and location:
@@ -242,7 +247,8 @@ class Fetcher:
         try:
             nxt = self.check_url(urljoin(current.url, location.strip()), policy)
         except (InvalidUrl, Blocked) as exc:
-            # The upstream chose this URL, not the caller: refuse it without detail.
+            # The upstream chose this URL, not the caller: refuse it without detail. Always
+            # chained: robots.py tells a refused redirect from a refused origin by the cause.
             raise Blocked(BLOCKED_MESSAGE) from exc
         if nxt.url in seen:
             raise TooManyRedirects("The URL redirects in a loop.")

@@ -1,0 +1,223 @@
+"""Callers cannot affect each other through shared state (issue 12, section 2), over real HTTP.
+
+Every test runs the real app (uvicorn on 127.0.0.1) against local upstreams. Two lab
+settings make forbidden targets testable without leaving loopback: ``127.0.1.0/24`` counts
+as public (the restricted caller's "internet"), and ``internal.test`` is mapped by
+``[egress.resolve]`` to ``127.0.0.1`` — a private address only a fleet caller with
+``allow_private`` may reach. A loopback upstream there is a canary for the restricted caller
+(its hit count must stay 0) and a real upstream for the fleet caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import types
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from apphelpers import (
+    FLEET2_KEY,
+    FLEET_KEY,
+    PUBLIC_HOST,
+    PUBLIC_NAME,
+    RESTRICTED_KEY,
+    auth,
+    make_settings,
+    running_app,
+)
+from sift.config import ClassesSettings, ClassSettings, EgressSettings, Settings
+from upstream import Upstream
+
+PAGE = (
+    "<html><head><title>Page</title></head><body><article><h1>Hello</h1>"
+    "<p>A paragraph long enough to be the content of this page.</p></article></body></html>"
+)
+ALLOW_ALL = b"User-agent: *\nAllow: /\n"
+
+
+def _with_internal_name(settings: Settings) -> Settings:
+    egress = EgressSettings(
+        extra_public_cidrs=settings.egress.extra_public_cidrs,
+        resolve=types.MappingProxyType(
+            {**settings.egress.resolve, "internal.test": ("127.0.0.1",)}
+        ),
+    )
+    return dataclasses.replace(settings, egress=egress)
+
+
+async def post(client: httpx.AsyncClient, key: str, **body: Any) -> httpx.Response:
+    return await client.post("/v1/fetch", json=body, headers=auth(key))
+
+
+async def wait_job(client: httpx.AsyncClient, key: str, job_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 20
+    while True:
+        view: dict[str, Any] = (await client.get(f"/v1/batch/{job_id}", headers=auth(key))).json()
+        if view["status"] not in ("queued", "running"):
+            return view
+        assert time.monotonic() < deadline, view
+        await asyncio.sleep(0.02)
+
+
+# -- robots.txt per egress scope ----------------------------------------------------------
+
+
+async def test_robots_refusal_is_blocked_address_and_never_denies_a_fleet_caller(
+    tmp_path: Path,
+) -> None:
+    async with Upstream("127.0.0.1") as internal:
+        internal.page("/robots.txt", ALLOW_ALL, content_type="text/plain")
+        internal.page("/page", PAGE)
+        settings = _with_internal_name(make_settings(tmp_path, upstream_port=internal.port))
+        url = f"http://internal.test:{internal.port}/page"
+        async with running_app(settings) as base, httpx.AsyncClient(base_url=base) as client:
+            for _ in range(2):  # the second answer must not come from a stored robots outcome
+                r = await post(client, RESTRICTED_KEY, url=url)
+                assert (r.status_code, r.json()["error"]["code"]) == (403, "blocked_address")
+            assert internal.hits.total() == 0
+            fleet = await post(client, FLEET_KEY, url=url)
+            assert fleet.status_code == 200, fleet.text
+            assert fleet.json()["title"] == "Page"
+            assert (internal.hits["/robots.txt"], internal.hits["/page"]) == (1, 1)
+            # And the other way round: the fleet caller's stored robots.txt and page do not
+            # let the restricted caller in.
+            r = await post(client, RESTRICTED_KEY, url=url)
+            assert (r.status_code, r.json()["error"]["code"]) == (403, "blocked_address")
+            assert internal.hits.total() == 2
+
+
+# -- single flight and the page cache, per policy -------------------------------------------
+
+
+@pytest.fixture
+async def two_ports() -> AsyncIterator[tuple[Upstream, Upstream]]:
+    """``main`` (a port the restricted caller may use) and ``side`` (one it may not), both
+    on the pseudo-public address: only the port rule can refuse ``side``."""
+    async with Upstream(PUBLIC_HOST) as main, Upstream(PUBLIC_HOST) as side:
+        side.page("/final", PAGE)
+        main.redirect("/hop", f"http://{PUBLIC_NAME}:{side.port}/final")
+        yield main, side
+
+
+def _same_egress_settings(tmp_path: Path, port: int) -> Settings:
+    """Fleet without allow_private: fleet and restricted differ only in ports and redirects."""
+    classes = ClassesSettings(restricted=ClassSettings(extra_ports=(port,)))
+    return dataclasses.replace(make_settings(tmp_path, upstream_port=port), classes=classes)
+
+
+async def test_cached_page_is_not_served_to_a_caller_whose_policy_refuses_a_hop(
+    tmp_path: Path, two_ports: tuple[Upstream, Upstream]
+) -> None:
+    main, side = two_ports
+    url = f"http://{PUBLIC_NAME}:{main.port}/hop"
+    settings = _same_egress_settings(tmp_path, main.port)
+    async with (
+        running_app(settings) as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as client,
+    ):
+        fleet = await post(client, FLEET_KEY, url=url)
+        assert fleet.status_code == 200, fleet.text
+        env = fleet.json()
+        assert (env["final_url"], env["cache"]) == (
+            f"http://{PUBLIC_NAME}:{side.port}/final",
+            "miss",
+        )
+        again = await post(client, FLEET2_KEY, url=url)
+        assert again.json()["cache"] == "hit"  # same policy: shared as before
+
+        r = await post(client, RESTRICTED_KEY, url=url)
+        assert (r.status_code, r.json()["error"]["code"]) == (403, "blocked_address")
+        # A continuation of the fleet caller's snapshot is no way around it either.
+        cont = await post(client, RESTRICTED_KEY, url=url, digest=env["digest"])
+        assert (cont.status_code, cont.json()["error"]["code"]) == (410, "snapshot_gone")
+        # Nor is a batch target.
+        sub = await client.post(
+            "/v1/batch",
+            json={"targets": [url]},
+            headers={**auth(RESTRICTED_KEY), "Idempotency-Key": "hop"},
+        )
+        assert sub.status_code == 202, sub.text
+        view = await wait_job(client, RESTRICTED_KEY, sub.json()["id"])
+        assert view["status"] == "failed"
+        items = (
+            await client.get(f"/v1/batch/{sub.json()['id']}/results", headers=auth(RESTRICTED_KEY))
+        ).json()["items"]
+        assert items[0]["error"]["code"] == "blocked_address"
+        # The restricted caller's redirects reached main, never the side port.
+        assert (main.hits["/hop"], side.hits["/final"]) == (3, 1)
+
+
+async def test_single_flight_never_joins_a_fetch_under_another_policy(
+    tmp_path: Path, two_ports: tuple[Upstream, Upstream]
+) -> None:
+    main, side = two_ports
+    arrived: list[asyncio.Event] = [asyncio.Event(), asyncio.Event()]
+    release = asyncio.Event()
+
+    async def gated(request: web.Request) -> web.StreamResponse:
+        arrived[min(main.hits["/gated"], 2) - 1].set()
+        await release.wait()
+        return web.Response(status=302, headers={"Location": side.url("/final", PUBLIC_NAME)})
+
+    main.route("/gated", gated)
+    url = f"http://{PUBLIC_NAME}:{main.port}/gated"
+    settings = _same_egress_settings(tmp_path, main.port)
+    async with (
+        running_app(settings) as base,
+        httpx.AsyncClient(base_url=base, timeout=30) as client,
+    ):
+        fleet = asyncio.create_task(post(client, FLEET_KEY, url=url))
+        await asyncio.wait_for(arrived[0].wait(), 10)
+        restricted = asyncio.create_task(post(client, RESTRICTED_KEY, url=url))
+        # The restricted caller runs its own fetch (before the fix it joined the fleet's).
+        await asyncio.wait_for(arrived[1].wait(), 10)
+        release.set()
+        f, r = await fleet, await restricted
+    assert f.status_code == 200, f.text
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "blocked_address")
+    assert (main.hits["/gated"], side.hits["/final"]) == (2, 1)
+
+
+async def test_a_short_timeout_waiter_does_not_fail_the_shared_fetch(
+    tmp_path: Path,
+) -> None:
+    arrived = asyncio.Event()
+    release = asyncio.Event()
+    async with Upstream(PUBLIC_HOST) as up:
+
+        async def slow(request: web.Request) -> web.StreamResponse:
+            arrived.set()
+            await release.wait()
+            return web.Response(text=PAGE, content_type="text/html")
+
+        up.route("/slow", slow)
+        url = f"http://{PUBLIC_NAME}:{up.port}/slow"
+        settings = make_settings(tmp_path, upstream_port=up.port)
+        async with (
+            running_app(settings) as base,
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+        ):
+            first = asyncio.create_task(post(client, FLEET_KEY, url=url, timeout_s=1.0))
+            await asyncio.wait_for(arrived.wait(), 10)
+            # Another caller of the same class joins the flight the impatient one started.
+            patient = asyncio.create_task(post(client, FLEET2_KEY, url=url, timeout_s=25))
+            codes = [(await first).json()["error"]["code"]]
+            for _ in range(3):  # the impatient caller keeps looping
+                r = await post(client, FLEET_KEY, url=url, timeout_s=0.25)
+                codes.append(r.json()["error"]["code"])
+            assert codes == ["upstream_timeout"] * 4
+            release.set()
+            done = await patient
+            assert done.status_code == 200, done.text
+            assert done.json()["cache"] == "miss"
+            # The shared fetch ran once and is cached for the impatient caller too.
+            hit = await post(client, FLEET_KEY, url=url, timeout_s=0.25)
+            assert (hit.status_code, hit.json()["cache"]) == (200, "hit")
+        assert up.hits["/slow"] == 1
