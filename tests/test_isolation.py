@@ -15,12 +15,16 @@ import dataclasses
 import time
 import types
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from aiohttp import web
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from apphelpers import (
     FLEET2_KEY,
@@ -32,7 +36,10 @@ from apphelpers import (
     make_settings,
     running_app,
 )
+from mcphelpers import call
+from servehelpers import sift_serve, write_config
 from sift.config import ClassesSettings, ClassSettings, EgressSettings, Settings
+from sift.keys import add_caller
 from upstream import Upstream
 
 PAGE = (
@@ -54,6 +61,18 @@ def _with_internal_name(settings: Settings) -> Settings:
 
 async def post(client: httpx.AsyncClient, key: str, **body: Any) -> httpx.Response:
     return await client.post("/v1/fetch", json=body, headers=auth(key))
+
+
+@asynccontextmanager
+async def mcp_http(base_url: str, key: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
 
 
 async def wait_job(client: httpx.AsyncClient, key: str, job_id: str) -> dict[str, Any]:
@@ -221,3 +240,76 @@ async def test_a_short_timeout_waiter_does_not_fail_the_shared_fetch(
             hit = await post(client, FLEET_KEY, url=url, timeout_s=0.25)
             assert (hit.status_code, hit.json()["cache"]) == (200, "hit")
         assert up.hits["/slow"] == 1
+
+
+# -- per-caller fairness on /v1/fetch and MCP fetch -----------------------------------------
+
+
+@pytest.mark.slow
+async def test_one_caller_cannot_hold_every_fetch_slot(tmp_path: Path) -> None:
+    release = asyncio.Event()
+    arrivals: asyncio.Queue[str] = asyncio.Queue()
+    async with Upstream(PUBLIC_HOST) as up:
+        up.page("/page", PAGE)
+
+        async def hang(request: web.Request) -> web.StreamResponse:
+            arrivals.put_nowait(request.path)
+            await release.wait()
+            return web.Response(text=PAGE, content_type="text/html")
+
+        up.route("/hang", hang, prefix=True)
+        extra = (
+            f"[classes.restricted]\nmax_inflight = 2\nextra_ports = [{up.port}]\n"
+            f'[egress]\nextra_public_cidrs = ["127.0.1.0/24"]\n'
+            f'[egress.resolve]\n"{PUBLIC_NAME}" = ["{PUBLIC_HOST}"]\n'
+        )
+        cfg, fleet_key, agent_key = write_config(tmp_path, extra)
+        agent2_key = add_caller(cfg, "agent2", "restricted")
+        with sift_serve(tmp_path, config=(cfg, fleet_key, agent_key)) as served:
+            async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as client:
+                hang_url = f"http://{PUBLIC_NAME}:{up.port}/hang"
+                # Two slow fetches, one per method (both go through the fast lane).
+                held = [
+                    asyncio.create_task(post(client, agent_key, url=f"{hang_url}/1")),
+                    asyncio.create_task(
+                        client.get(
+                            "/v1/fetch", params={"url": f"{hang_url}/2"}, headers=auth(agent_key)
+                        )
+                    ),
+                ]
+                seen = {await asyncio.wait_for(arrivals.get(), 20) for _ in range(2)}
+                assert seen == {"/hang/1", "/hang/2"}
+
+                page = f"http://{PUBLIC_NAME}:{up.port}/page"
+                over = await post(client, agent_key, url=page)
+                assert over.status_code == 429
+                assert over.headers["retry-after"] == "1"
+                err = over.json()["error"]
+                assert err["code"] == "rate_limited"
+                assert err["message"] == (
+                    "caller 'agent' already has 2 fetches in flight, "
+                    "the most its class (restricted) allows"
+                )
+                assert "classes.restricted.max_inflight" in err["hint"]
+                got = await client.get("/v1/fetch", params={"url": page}, headers=auth(agent_key))
+                assert (got.status_code, got.json()["error"]["code"]) == (429, "rate_limited")
+                async with mcp_http(served.base_url, agent_key) as session:
+                    result = await call(session, "fetch", {"url": page})
+                assert result.is_error is True
+                assert result.structured_content is not None
+                assert result.structured_content["error"] == err
+                assert result.structured_content["retry_after"] == 1
+
+                # Everyone else is served meanwhile: another restricted caller, and fleet.
+                other = await post(client, agent2_key, url=page)
+                assert (other.status_code, other.json()["title"]) == (200, "Page")
+                fleet = await post(client, fleet_key, url=page)
+                assert fleet.status_code == 200
+                # One fetch per policy; the 429s never reached the upstream.
+                assert up.hits["/page"] == 2
+
+                release.set()
+                assert [(await t).status_code for t in held] == [200, 200]
+                # The slots are given back.
+                again = await post(client, agent_key, url=page)
+                assert (again.status_code, again.json()["cache"]) == (200, "hit")

@@ -154,6 +154,13 @@ class ClassSettings:
         default=10.0, metadata=_doc("Deadline for one TCP+TLS connect.")
     )
     max_redirects: int = field(default=5, metadata=_doc("Redirect hops followed per fetch."))
+    max_inflight: int = field(
+        default=16,
+        metadata=_doc(
+            "Fetches one caller may have in flight at once (/v1/fetch, MCP fetch); "
+            "more get 429 rate_limited with Retry-After."
+        ),
+    )
 
 
 def _fleet_defaults() -> ClassSettings:
@@ -164,6 +171,7 @@ def _fleet_defaults() -> ClassSettings:
         max_download_bytes=16 << 20,
         timeout_s=30.0,
         max_redirects=10,
+        max_inflight=256,
     )
 
 
@@ -556,6 +564,7 @@ def validate(settings: Settings, where: str) -> None:
             "max_targets",
             "max_download_bytes",
             "max_redirects",
+            "max_inflight",
         ):
             if getattr(c, fname) < (0 if fname == "max_redirects" else 1):
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")

@@ -17,7 +17,8 @@ code (a test keeps the two in step).
     ├── Unauthorized           (401 unauthorized)
     ├── NotFound               (404 not_found)
     ├── QuotaExceeded          (429 quota_exceeded)
-    │   └── ServiceBusy        (503 service_busy)
+    │   ├── ServiceBusy        (503 service_busy)
+    │   └── RateLimited        (429 rate_limited)
     ├── Blocked                (403 blocked_address)
     │   └── RobotsDisallowed   (403 robots_disallowed)
     └── UpstreamError          (502 upstream_error)
@@ -132,6 +133,12 @@ class ServiceBusy(QuotaExceeded):
     code = "service_busy"
     status = 503
     default_hint = "The server is at capacity; retry after the Retry-After delay."
+
+
+class RateLimited(QuotaExceeded):
+    code = "rate_limited"
+    status = 429
+    default_hint = "Too many of your fetches are in flight; wait for one, then retry."
 
 
 class Blocked(SiftError):

@@ -27,6 +27,7 @@ from sift.errors import SiftError, SnapshotGone, UpstreamTimeout
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target, egress_scope
 from sift.fetch.policy import RESTRICTED_PORTS
 from sift.hotcache import BytesLRU, HotCache
+from sift.inflight import InflightLimiter
 from sift.jsonio import dumps, loads
 from sift.metrics import Metrics
 from sift.options import Effective, FetchOptions, apply_class
@@ -97,6 +98,8 @@ class Service:
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
         self._pending: dict[str, int] = {}
+        # Per-caller fairness for the interactive front ends (/v1/fetch, MCP fetch).
+        self.inflight = InflightLimiter(lambda c: settings.classes.get(c).max_inflight)
         self._flushed_at = time.monotonic()
         self._flush_task: asyncio.Future[None] | None = None
         # Bound once: a labelled child lookup per request is measurable on the hot path.

@@ -120,7 +120,8 @@ class SiftTools:
             cap = service.settings.classes.get(principal.caller_class).output_cap
             args["max_bytes"] = min(self._default_max_bytes, cap)
         opts = parse_options(args)
-        envelope = await service.fetch(principal, opts)
+        with service.inflight.hold(principal):  # the same per-caller cap as /v1/fetch
+            envelope = await service.fetch(principal, opts)
         return types.CallToolResult(
             content=[
                 types.TextContent(type="text", text=envelope["content"]),
