@@ -36,7 +36,7 @@ from apphelpers import (
     make_settings,
     running_app,
 )
-from mcphelpers import call
+from mcphelpers import call, texts
 from servehelpers import sift_serve, write_config
 from sift.config import ClassesSettings, ClassSettings, EgressSettings, Settings
 from sift.keys import add_caller
@@ -313,3 +313,55 @@ async def test_one_caller_cannot_hold_every_fetch_slot(tmp_path: Path) -> None:
                 # The slots are given back.
                 again = await post(client, agent_key, url=page)
                 assert (again.status_code, again.json()["cache"]) == (200, "hit")
+
+
+# -- title and links within the output cap ----------------------------------------------------
+
+
+async def test_title_and_links_respect_the_output_cap(tmp_path: Path) -> None:
+    title = "é" * 3000  # 6000 UTF-8 bytes
+    async with Upstream(PUBLIC_HOST) as up:
+        links = [
+            {"text": f"link {i:04d}", "url": f"http://{PUBLIC_NAME}:{up.port}/l/{i:05d}"}
+            for i in range(3000)
+        ]
+        items = "".join(f'<li><a href="/l/{i:05d}">link {i:04d}</a></li>' for i in range(3000))
+        up.page(
+            "/many",
+            f"<html><head><title>{title}</title></head><body><article><h1>Many</h1>"
+            f"<p>A paragraph long enough to be the content of this page.</p><ul>{items}</ul>"
+            "</article></body></html>",
+        )
+        url = f"http://{PUBLIC_NAME}:{up.port}/many"
+        settings = make_settings(tmp_path, upstream_port=up.port)
+        async with (
+            running_app(settings) as base,
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+        ):
+            r = await post(client, FLEET_KEY, url=url, links=True, max_bytes=1 << 20)
+            assert r.status_code == 200, r.text
+            full = r.json()
+            # Within the fleet caller's limits nothing is cut: the snapshot holds it all.
+            assert (full["title"], full["links"], full["warnings"]) == (
+                title[:512],
+                links,
+                ["thin_content", "title_truncated"],
+            )
+            link_bytes = len(links[0]["text"] + links[0]["url"])  # ASCII, all the same length
+            small = (await post(client, RESTRICTED_KEY, url=url, links=True, max_bytes=4000)).json()
+            assert small["title"] == "é" * 512  # 1024 bytes: TITLE_MAX_BYTES
+            assert small["links"] == links[: 4000 // link_bytes]
+            assert small["warnings"] == ["thin_content", "title_truncated", "links_truncated"]
+            tiny = (await post(client, RESTRICTED_KEY, url=url, links=True, max_bytes=101)).json()
+            assert tiny["title"] == "é" * 50  # 101 bytes, cut on a character boundary
+            assert len(tiny["content"].encode()) <= 101
+            assert tiny["links"] == links[: 101 // link_bytes]
+            # By count: the restricted class returns at most max_links (1000) links.
+            big = (await post(client, RESTRICTED_KEY, url=url, links=True, max_bytes=65536)).json()
+            assert (len(big["links"]), big["links"][-1]) == (1000, links[999])
+            assert big["warnings"] == ["thin_content", "title_truncated", "links_truncated"]
+            async with mcp_http(base, RESTRICTED_KEY) as session:
+                result = await call(session, "fetch", {"url": url})
+            footer = texts(result)[1].splitlines()
+            assert footer[1] == "title: " + "é" * 512
+            assert footer[-1] == "warnings: thin_content, title_truncated"

@@ -154,6 +154,13 @@ class ClassSettings:
         default=10.0, metadata=_doc("Deadline for one TCP+TLS connect.")
     )
     max_redirects: int = field(default=5, metadata=_doc("Redirect hops followed per fetch."))
+    max_links: int = field(
+        default=1000,
+        metadata=_doc(
+            "Links returned per response (links=true); they also fit in max_bytes "
+            "(warning links_truncated)."
+        ),
+    )
     max_inflight: int = field(
         default=16,
         metadata=_doc(
@@ -171,6 +178,7 @@ def _fleet_defaults() -> ClassSettings:
         max_download_bytes=16 << 20,
         timeout_s=30.0,
         max_redirects=10,
+        max_links=10_000,
         max_inflight=256,
     )
 
@@ -565,6 +573,7 @@ def validate(settings: Settings, where: str) -> None:
             "max_download_bytes",
             "max_redirects",
             "max_inflight",
+            "max_links",
         ):
             if getattr(c, fname) < (0 if fname == "max_redirects" else 1):
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")

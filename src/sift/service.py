@@ -33,6 +33,7 @@ from sift.metrics import Metrics
 from sift.options import Effective, FetchOptions, apply_class
 from sift.principal import Principal
 from sift.render import RenderOptions, cap
+from sift.render.extras import cap_links, cap_title
 from sift.snapshot import Snapshot, cheap_to_render, render_call
 
 CacheState = Literal["hit", "miss", "revalidated"]
@@ -216,7 +217,7 @@ class Service:
                 memo = _Memo(b"", page_key, page, page.fetched_at + max_age_s)
         self._cache_counters[state].inc()
         self._count(state)
-        return self._envelope(snap, opts, eff, state), memo
+        return self._envelope(snap, opts, eff, state, limits.max_links), memo
 
     def _count(self, name: str) -> None:
         """Count into the persistent counters (``sift stats``), written every few seconds."""
@@ -484,15 +485,23 @@ class Service:
             task.exception()
 
     def _envelope(
-        self, snap: Snapshot, opts: FetchOptions, eff: Effective, state: CacheState
+        self,
+        snap: Snapshot,
+        opts: FetchOptions,
+        eff: Effective,
+        state: CacheState,
+        max_links: int,
     ) -> dict[str, Any]:
         piece = cap(snap.rendered.content, opts.offset, eff.max_bytes)
+        # Title and links are held to the cap too (render/extras.py); the snapshot keeps them.
+        title, title_cut = cap_title(snap.rendered.title, eff.max_bytes)
+        extra_warnings = ["title_truncated"] if title_cut else []
         env: dict[str, Any] = {
             "url": opts.url,
             "final_url": snap.final_url,
             "status": snap.status,
             "content_type": snap.content_type,
-            "title": snap.rendered.title,
+            "title": title,
             "lang": snap.rendered.lang,
             "format": opts.format,
             "content": piece.content,
@@ -506,10 +515,12 @@ class Service:
             "digest": snap.digest,
         }
         if opts.links:
-            env["links"] = snap.rendered.links
+            env["links"], links_cut = cap_links(snap.rendered.links, max_links, eff.max_bytes)
+            if links_cut:
+                extra_warnings.append("links_truncated")
         if snap.retry_after is not None:
             env["retry_after"] = snap.retry_after
-        env["warnings"] = [*eff.warnings, *snap.rendered.warnings]
+        env["warnings"] = [*eff.warnings, *snap.rendered.warnings, *extra_warnings]
         return env
 
 

@@ -257,9 +257,12 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     start = envelope["offset"]
     end = start + envelope["bytes"]
     truncated = envelope["truncated"]
+    # The title is already cut to the cap (render/extras.py); one line, so a title cannot
+    # add footer lines of its own.
+    title = " ".join((envelope["title"] or "").split()) or "(none)"
     lines = [
         "---",
-        f"title: {envelope['title'] or '(none)'}",
+        f"title: {title}",
         f"final_url: {envelope['final_url']}",
         f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}",
         f"bytes: {start}-{end} of {envelope['total_bytes']} | "
