@@ -268,6 +268,41 @@ def test_rule6_evict_oldest_whole_finished_jobs_never_live_ones(db: DB) -> None:
     assert db.stats()["batch_evictions"] == 3
 
 
+def _two_callers(db: DB) -> None:
+    # bob's job has the oldest lease: lease order alone would evict it first.
+    with_result_bytes(db, job("b1", caller="bob", lease=50), 30, status="done")
+    with_result_bytes(db, job("a1", created_at=20, lease=100), 10, status="done")
+    with_result_bytes(db, job("a2", created_at=10, lease=110), 20, status="partial")
+    with_result_bytes(db, job("a-live", lease=40), 30, status="running")
+    assert db.batch_nbytes() == 90
+
+
+def test_rule6_eviction_takes_the_submitting_callers_own_jobs_first(db: DB) -> None:
+    _two_callers(db)
+    # alice's result pushed the store over 60: her own a1 (80) and a2 (60) go, not bob's b1.
+    assert db.evict_batch_oldest(60, caller="alice") == 2
+    assert db.batch_nbytes() == 60
+    assert db.batch_job("a1") is None and db.batch_job("a2") is None
+    assert db.batch_job("b1") is not None
+    # alice has no finished job left: only then may bob's go. Her running job stays.
+    assert db.evict_batch_oldest(40, caller="alice") == 1
+    assert db.batch_nbytes() == 30
+    assert db.batch_job("b1") is None and db.batch_job("a-live") is not None
+    assert db.stats()["batch_evictions"] == 3
+
+
+def test_rule6_eviction_for_another_caller_and_without_one(db: DB) -> None:
+    _two_callers(db)
+    # For bob, his own b1 goes first (60 <= 60).
+    assert db.evict_batch_oldest(60, caller="bob") == 1
+    assert db.batch_job("b1") is None
+    # A caller with no jobs, or none named: oldest lease first across callers (a1, then a2).
+    assert db.evict_batch_oldest(50, caller="carol") == 1
+    assert db.batch_job("a1") is None and db.batch_job("a2") is not None
+    assert db.evict_batch_oldest(30) == 1
+    assert db.batch_nbytes() == 30
+
+
 def test_rule7_mark_in_flight_failed_fails_live_jobs_only(db: DB) -> None:
     statuses: list[JobStatus] = ["queued", "running", "done", "partial"]
     for status in statuses:
