@@ -128,7 +128,9 @@ async def two_ports() -> AsyncIterator[tuple[Upstream, Upstream]]:
 def _same_egress_settings(tmp_path: Path, port: int) -> Settings:
     """Fleet without allow_private: fleet and restricted differ only in ports and redirects."""
     classes = ClassesSettings(restricted=ClassSettings(extra_ports=(port,)))
-    return dataclasses.replace(make_settings(tmp_path, upstream_port=port), classes=classes)
+    settings = make_settings(tmp_path, upstream_port=port)
+    batch = dataclasses.replace(settings.batch, shutdown_grace_s=0.2)
+    return dataclasses.replace(settings, classes=classes, batch=batch)
 
 
 async def test_cached_page_is_not_served_to_a_caller_whose_policy_refuses_a_hop(
@@ -365,3 +367,54 @@ async def test_title_and_links_respect_the_output_cap(tmp_path: Path) -> None:
             footer = texts(result)[1].splitlines()
             assert footer[1] == "title: " + "é" * 512
             assert footer[-1] == "warnings: thin_content, title_truncated"
+
+
+# -- batch politeness per normalised host ---------------------------------------------------
+
+
+async def test_batch_politeness_counts_every_spelling_of_a_host_as_one(tmp_path: Path) -> None:
+    running = 0
+    most = 0
+    async with Upstream(PUBLIC_HOST) as up:
+
+        async def page(request: web.Request) -> web.StreamResponse:
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            await asyncio.sleep(0.2)  # long enough for overlapping starts to show
+            running -= 1
+            return web.Response(text=PAGE, content_type="text/html")
+
+        up.route("/p/", page, prefix=True)
+        settings = make_settings(tmp_path, upstream_port=up.port)
+        egress = EgressSettings(
+            extra_public_cidrs=settings.egress.extra_public_cidrs,
+            resolve=types.MappingProxyType(
+                {**settings.egress.resolve, "xn--bcher-kva.test": (PUBLIC_HOST,)}
+            ),
+        )
+        batch = dataclasses.replace(settings.batch, per_host=1, concurrency=8, shutdown_grace_s=0.2)
+        settings = dataclasses.replace(settings, egress=egress, batch=batch)
+        spellings = [
+            "bücher.test",
+            "BÜCHER.test.",
+            "xn--bcher-kva.test",
+            "XN--BCHER-KVA.TEST.",
+            "ｂücher．test",
+        ]
+        targets = [f"http://{host}:{up.port}/p/{i}" for i, host in enumerate(spellings)]
+        async with (
+            running_app(settings) as base,
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+        ):
+            sub = await client.post(
+                "/v1/batch",
+                json={"targets": targets},
+                headers={**auth(FLEET_KEY), "Idempotency-Key": "idn"},
+            )
+            assert sub.status_code == 202, sub.text
+            view = await wait_job(client, FLEET_KEY, sub.json()["id"])
+        assert view["status"] == "done"
+        assert sum(up.hits[f"/p/{i}"] for i in range(5)) == 5
+        # batch.per_host = 1 held across every spelling (before: five hosts, five at once).
+        assert most == 1
