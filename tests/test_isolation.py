@@ -419,3 +419,38 @@ async def test_batch_politeness_counts_every_spelling_of_a_host_as_one(tmp_path:
         assert sum(up.hits[f"/p/{i}"] for i in range(5)) == 5
         # batch.per_host = 1 held across every spelling (before: five hosts, five at once).
         assert most == 1
+
+
+async def test_a_fetch_nobody_waits_for_any_more_is_cancelled(tmp_path: Path) -> None:
+    """Giving up early leaves no work behind: otherwise a caller looping with tiny timeouts
+    over slow URLs would pile up background fetches past its in-flight cap."""
+    arrived = asyncio.Event()
+    gone = asyncio.Event()
+    async with Upstream(PUBLIC_HOST) as up:
+
+        async def slow(request: web.Request) -> web.StreamResponse:
+            arrived.set()
+            try:
+                await asyncio.Event().wait()  # never answers
+            except asyncio.CancelledError:
+                gone.set()  # sift closed the connection
+                raise
+            raise AssertionError("unreachable")
+
+        up.route("/slow", slow)
+        url = f"http://{PUBLIC_NAME}:{up.port}/slow"
+        settings = make_settings(tmp_path, upstream_port=up.port)
+        async with (
+            running_app(settings) as base,
+            httpx.AsyncClient(base_url=base, timeout=30) as client,
+        ):
+            # (3 s: time enough to reach the upstream on a loaded machine.)
+            r = await post(client, RESTRICTED_KEY, url=url, timeout_s=3)
+            assert (r.status_code, r.json()["error"]["code"]) == (504, "upstream_timeout")
+            assert arrived.is_set()
+            # Well before the class deadline (20 s), the upstream sees sift hang up.
+            await asyncio.wait_for(gone.wait(), 10)
+            # And the next request starts a fresh fetch rather than joining a cancelled one.
+            r = await post(client, RESTRICTED_KEY, url=url, timeout_s=3)
+            assert (r.status_code, r.json()["error"]["code"]) == (504, "upstream_timeout")
+        assert up.hits["/slow"] == 2

@@ -95,6 +95,7 @@ class Service:
             max_bytes=settings.cache.hot_bytes // 4, size=lambda m: len(m.body)
         )
         self._flights: dict[tuple[object, ...], asyncio.Task[Any]] = {}
+        self._waiters: dict[asyncio.Task[Any], int] = {}  # fetch flights: who still waits
         self._robots: dict[str, RobotsChecker] = {}
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
@@ -302,6 +303,9 @@ class Service:
         no joiner gets a page fetched under rules it does not have. Each waiter gives up
         after its own ``wait_s`` (``upstream_timeout``) while the fetch runs on for the
         others and the cache: a caller with a tiny timeout cannot fail anyone else's fetch.
+        A fetch nobody waits for any more is cancelled, so giving up early never leaves
+        work running in the background (a caller looping with tiny timeouts over slow URLs
+        would otherwise pile up fetches beyond its in-flight cap).
         """
         page = self._hot.page(page_key) or await self.adb.run(DB.get_page, page_key, now)
         # A throttled or failing upstream (429, 5xx) is asked again rather than served from
@@ -316,6 +320,7 @@ class Service:
                 fresh, body, state, new_body = await self._once(
                     ("fetch", page_key, max_age_s > 0, policy),
                     lambda: self._refresh(page_key, opts, policy, robots, page, now),
+                    cancel_abandoned=True,
                 )
         except TimeoutError as exc:
             raise UpstreamTimeout(f"The fetch did not finish within {wait_s:g} s.") from exc
@@ -349,16 +354,27 @@ class Service:
         self.metrics.fetch_seconds.observe(time.perf_counter() - started)
         self.metrics.upstream_status.labels(str(result.status)).inc()
         if result.not_modified and stale is not None:
-            body = await self.adb.run(DB.get_body, stale.digest, now)
-            if body is not None:
-                page = replace(stale, fetched_at=now)
-                await self.adb.run(DB.put_page, page_key, page, now)
-                self._hot.put_page(page_key, page)
-                return page, body, "revalidated", False
+            # Shielded, like the store below: a flight cancelled once nobody waits (see
+            # _current_snapshot) must not leave the database and the hot cache apart.
+            revalidated = await asyncio.shield(self._revalidate(page_key, stale, now))
+            if revalidated is not None:
+                return revalidated
             # The body was evicted between lookup and revalidation: fetch it whole.
             result = await self.fetcher.fetch(opts.url, policy, robots=robots)
-        page, new_body = await self._store(page_key, result, now)
+        page, new_body = await asyncio.shield(self._store(page_key, result, now))
         return page, result.body, "miss", new_body
+
+    async def _revalidate(
+        self, page_key: str, stale: PageEntry, now: int
+    ) -> tuple[PageEntry, bytes, CacheState, bool] | None:
+        """A 304: the stored entry, fresh again; ``None`` if its body is gone."""
+        body = await self.adb.run(DB.get_body, stale.digest, now)
+        if body is None:
+            return None
+        page = replace(stale, fetched_at=now)
+        await self.adb.run(DB.put_page, page_key, page, now)
+        self._hot.put_page(page_key, page)
+        return page, body, "revalidated", False
 
     async def _store(self, page_key: str, result: FetchResult, now: int) -> tuple[PageEntry, bool]:
         fields = {
@@ -463,22 +479,42 @@ class Service:
                 return found
         raise SnapshotGone(f"snapshot {digest} of this URL is no longer cached")
 
-    async def _once(self, key: tuple[object, ...], make: Callable[[], Awaitable[T]]) -> T:
+    async def _once(
+        self,
+        key: tuple[object, ...],
+        make: Callable[[], Awaitable[T]],
+        *,
+        cancel_abandoned: bool = False,
+    ) -> T:
         """Single flight: concurrent callers with the same key share one run of ``make``.
 
         The shared work runs in its own task, so one waiter being cancelled (a client
-        hanging up) never cancels it for the others.
+        hanging up, a waiter's own deadline) never cancels it for the others. With
+        ``cancel_abandoned`` it is cancelled when the last waiter leaves before it is done.
         """
         task = self._flights.get(key)
-        if task is None:
+        if task is None or task.cancelling():
+            # (An abandoned flight being cancelled is not joined: a new one starts.)
             task = asyncio.ensure_future(make())
             self._flights[key] = task
             task.add_done_callback(lambda t: self._flight_done(key, t))
-        result: T = await asyncio.shield(task)
+        if not cancel_abandoned:
+            result: T = await asyncio.shield(task)
+            return result
+        self._waiters[task] = self._waiters.get(task, 0) + 1
+        try:
+            result = await asyncio.shield(task)
+        finally:
+            left = self._waiters.pop(task) - 1
+            if left:
+                self._waiters[task] = left
+            elif not task.done():
+                task.cancel()
         return result
 
     def _flight_done(self, key: tuple[object, ...], task: asyncio.Future[Any]) -> None:
-        self._flights.pop(key, None)
+        if self._flights.get(key) is task:  # not a newer flight that replaced a cancelled one
+            del self._flights[key]
         # Retrieved even when every waiter has gone (a cancelled batch target, a client that
         # hung up), so an abandoned flight's error is not logged as "never retrieved".
         if not task.cancelled():
