@@ -101,7 +101,7 @@ _ERROR_STATUSES = {
     410: "Snapshot no longer cached",
     413: "Request too large",
     422: "Invalid request",
-    429: "Quota exceeded",
+    429: "Quota exceeded, or too many of this caller's fetches in flight (rate_limited)",
     500: "Bug in sift",
     502: "Upstream failure",
     503: "Server at capacity",
