@@ -15,7 +15,7 @@ runner has its own fairness (a round robin over callers, ``batch.concurrency``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Final
 
@@ -28,18 +28,22 @@ RETRY_AFTER_S: Final = 1
 
 class InflightLimiter:
     """``with limiter.hold(principal): ...`` around one fetch; raises ``RateLimited`` when the
-    caller already has ``limit_for(class)`` fetches in flight."""
+    caller already has ``limits[its class]`` fetches in flight.
 
-    def __init__(self, limit_for: Callable[[CallerClass], int]) -> None:
-        self._limit_for = limit_for
-        self._counts: dict[Principal, int] = {}
+    Callers are told apart by name (names are unique; every anonymous caller is one).
+    """
+
+    def __init__(self, limits: Mapping[CallerClass, int]) -> None:
+        self._limits = dict(limits)
+        self._counts: dict[str, int] = {}  # a str key: hashed once, unlike a dataclass
 
     def in_flight(self, principal: Principal) -> int:
-        return self._counts.get(principal, 0)
+        return self._counts.get(principal.name, 0)
 
     def hold(self, principal: Principal) -> _Held:
-        limit = self._limit_for(principal.caller_class)
-        count = self._counts.get(principal, 0)
+        name = principal.name
+        limit = self._limits[principal.caller_class]
+        count = self._counts.get(name, 0)
         if count >= limit:
             err = RateLimited(
                 f"caller {principal.name!r} already has {count} fetches in flight, "
@@ -50,25 +54,18 @@ class InflightLimiter:
             )
             err.headers["Retry-After"] = str(RETRY_AFTER_S)
             raise err
-        self._counts[principal] = count + 1
-        return _Held(self, principal)
-
-    def _release(self, principal: Principal) -> None:
-        count = self._counts[principal] - 1
-        if count:
-            self._counts[principal] = count
-        else:
-            del self._counts[principal]  # bounded: only callers with fetches in flight
+        self._counts[name] = count + 1
+        return _Held(self._counts, name)
 
 
 class _Held:
     """The context manager ``hold`` returns; the slot is taken before ``__enter__``."""
 
-    __slots__ = ("_limiter", "_principal")
+    __slots__ = ("_counts", "_name")
 
-    def __init__(self, limiter: InflightLimiter, principal: Principal) -> None:
-        self._limiter = limiter
-        self._principal = principal
+    def __init__(self, counts: dict[str, int], name: str) -> None:
+        self._counts = counts
+        self._name = name
 
     def __enter__(self) -> None:
         return None
@@ -79,4 +76,8 @@ class _Held:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._limiter._release(self._principal)
+        count = self._counts[self._name] - 1
+        if count:
+            self._counts[self._name] = count
+        else:
+            del self._counts[self._name]  # bounded: only callers with fetches in flight

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeVar
 
-from sift.config import Settings
+from sift.config import CALLER_CLASSES, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import SiftError, SnapshotGone, UpstreamTimeout
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target, egress_scope
@@ -101,7 +101,9 @@ class Service:
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
         self._pending: dict[str, int] = {}
         # Per-caller fairness for the interactive front ends (/v1/fetch, MCP fetch).
-        self.inflight = InflightLimiter(lambda c: settings.classes.get(c).max_inflight)
+        self.inflight = InflightLimiter(
+            {c: settings.classes.get(c).max_inflight for c in CALLER_CLASSES}
+        )
         self._flushed_at = time.monotonic()
         self._flush_task: asyncio.Future[None] | None = None
         # Bound once: a labelled child lookup per request is measurable on the hot path.
