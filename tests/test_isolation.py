@@ -15,16 +15,12 @@ import dataclasses
 import time
 import types
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 from aiohttp import web
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from apphelpers import (
     FLEET2_KEY,
@@ -36,7 +32,7 @@ from apphelpers import (
     make_settings,
     running_app,
 )
-from mcphelpers import call, texts
+from mcphelpers import call, mcp_http_session, texts
 from servehelpers import sift_serve, write_config
 from sift.config import ClassesSettings, ClassSettings, EgressSettings, Settings
 from sift.keys import add_caller
@@ -61,18 +57,6 @@ def _with_internal_name(settings: Settings) -> Settings:
 
 async def post(client: httpx.AsyncClient, key: str, **body: Any) -> httpx.Response:
     return await client.post("/v1/fetch", json=body, headers=auth(key))
-
-
-@asynccontextmanager
-async def mcp_http(base_url: str, key: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 async def wait_job(client: httpx.AsyncClient, key: str, job_id: str) -> dict[str, Any]:
@@ -295,7 +279,7 @@ async def test_one_caller_cannot_hold_every_fetch_slot(tmp_path: Path) -> None:
                 assert "classes.restricted.max_inflight" in err["hint"]
                 got = await client.get("/v1/fetch", params={"url": page}, headers=auth(agent_key))
                 assert (got.status_code, got.json()["error"]["code"]) == (429, "rate_limited")
-                async with mcp_http(served.base_url, agent_key) as session:
+                async with mcp_http_session(served.base_url, agent_key) as session:
                     result = await call(session, "fetch", {"url": page})
                 assert result.is_error is True
                 assert texts(result)[0].splitlines()[:2] == [
@@ -363,7 +347,7 @@ async def test_title_and_links_respect_the_output_cap(tmp_path: Path) -> None:
             big = (await post(client, RESTRICTED_KEY, url=url, links=True, max_bytes=65536)).json()
             assert (len(big["links"]), big["links"][-1]) == (1000, links[999])
             assert big["warnings"] == ["thin_content", "title_truncated", "links_truncated"]
-            async with mcp_http(base, RESTRICTED_KEY) as session:
+            async with mcp_http_session(base, RESTRICTED_KEY) as session:
                 result = await call(session, "fetch", {"url": url})
             footer = texts(result)[1].splitlines()
             assert footer[1] == "title: " + "é" * 512

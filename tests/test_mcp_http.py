@@ -8,16 +8,14 @@ restricted caller is refused loopback with exactly the error `/v1/fetch` gives.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 
 import httpx
-import httpx2
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
-from mcphelpers import call, texts
+from mcphelpers import call, mcp_http_session, texts
 from servehelpers import Served, sift_serve
 from upstream import Upstream
 
@@ -35,16 +33,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield s
 
 
-@asynccontextmanager
-async def mcp_http(served: Served, key: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{served.base_url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
+def mcp_http(served: Served, key: str) -> AbstractAsyncContextManager[ClientSession]:
+    return mcp_http_session(served.base_url, key)
 
 
 async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
