@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from sift.errors import ConnectFailed, DnsFailure, RobotsDisallowed
+from sift.errors import Blocked, ConnectFailed, DnsFailure, RobotsDisallowed
 from sift.fetch import (
     Fetcher,
     FetchPolicy,
@@ -131,6 +131,24 @@ async def test_robots_redirected_to_a_blocked_address_disallows(
 ) -> None:
     up.redirect("/robots.txt", "http://127.0.0.1/robots.txt")
     assert await checker(fetcher, up).allowed(url(up, "/public")) is False
+
+
+async def test_guard_refusals_are_never_cached(up: Upstream, fetcher: Fetcher) -> None:
+    # The origin itself refused (a port the policy does not allow): blocked_address, raised.
+    cache = MemoryRobotsCache()
+    robots = RobotsChecker(fetcher, restricted_policy(timeout_s=5.0), cache, "sift", Clock())
+    for _ in range(2):
+        with pytest.raises(Blocked) as info:
+            await robots.allowed(url(up, "/public"))
+        assert type(info.value) is Blocked
+    # robots.txt redirected where the policy may not go: disallowed, for this check only.
+    up.redirect("/robots.txt", "http://127.0.0.1/robots.txt")
+    robots = checker(fetcher, up, cache)
+    assert await robots.allowed(url(up, "/private/ok")) is False
+    assert cache.entries == {}
+    assert up.hits["/robots.txt"] == 1
+    assert await robots.allowed(url(up, "/private/ok")) is False
+    assert up.hits["/robots.txt"] == 2  # asked again: nothing was remembered
 
 
 async def test_redirected_robots_is_followed(up: Upstream, fetcher: Fetcher) -> None:
