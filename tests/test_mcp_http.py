@@ -126,7 +126,8 @@ async def test_restricted_caller_is_refused_loopback_as_on_the_api(served: Serve
         async with mcp_http(served, served.restricted_key) as session:
             result = await call(session, "fetch", {"url": url})
         assert result.is_error is True
-        assert result.structured_content == refused.json()
+        assert result.structured_content is None
+        assert result.meta == {"sift/error": refused.json()["error"]}
         err = refused.json()["error"]
         assert err["code"] == "blocked_address"
         assert texts(result) == [f"blocked_address: {err['message']}\nhint: {err['hint']}"]

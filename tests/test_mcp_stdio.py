@@ -50,9 +50,12 @@ async def mcp_stdio(tmp_path: Path, *extra: str) -> AsyncIterator[ClientSession]
 
 
 def error_of(result: types.CallToolResult) -> dict[str, str]:
+    """The error object of a tool error: in ``_meta``, never as structured content (which
+    a client checks against the tool's outputSchema)."""
     assert result.is_error is True
-    assert result.structured_content is not None
-    err: dict[str, str] = result.structured_content["error"]
+    assert result.structured_content is None
+    assert result.meta is not None
+    err: dict[str, str] = result.meta["sift/error"]
     assert texts(result) == [f"{err['code']}: {err['message']}\nhint: {err['hint']}"]
     return err
 

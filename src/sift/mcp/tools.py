@@ -6,9 +6,12 @@ job submitted here is the caller's job on ``/v1/batch`` too. Nothing is fetched 
 rendered a second time for the MCP front end.
 
 Every failure becomes a tool error result (``isError``) whose text is
-``<code>: <message>`` and ``hint: <hint>`` and whose structured content is the same
-``{"error": {code, message, hint}}`` object the API answers: a model reads it, a program
-parses it, and neither ever sees a bare protocol error for a bad URL or a refused address.
+``<code>: <message>`` and ``hint: <hint>``, and whose ``_meta["sift/error"]`` is the same
+``{code, message, hint}`` object the API answers: a model reads the text, a program parses
+the object, and neither ever sees a bare protocol error for a bad URL or a refused address.
+An error carries no ``structuredContent``: a tool's ``outputSchema`` describes its success
+result, and clients (the TypeScript SDK, the MCP Inspector) check any structured content
+against it, error or not — an error object there would fail that check and hide the error.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ _JOB_FIELDS: Final = (
     "counts",
     "expires_at",
 )
+# Where an error result carries the API's error object (a prefixed ``_meta`` key, as the
+# MCP spec asks of implementation-specific metadata).
+ERROR_META_KEY: Final = "sift/error"
 _OUTCOME_FIELDS: Final = ("title", "final_url", "bytes", "total_bytes", "truncated", "digest")
 
 
@@ -229,8 +235,10 @@ def default_idem_key(urls: list[str], options: Mapping[str, Any]) -> str:
 
 
 def error_result(exc: SiftError) -> types.CallToolResult:
-    """A tool error carrying ``code``, ``message`` and ``hint`` (and Retry-After, if any)."""
-    body = exc.to_dict()
+    """A tool error carrying ``code``, ``message`` and ``hint`` (and Retry-After, if any) as
+    text and as ``_meta[ERROR_META_KEY]``; never as structured content (see the module
+    docstring)."""
+    body: dict[str, Any] = exc.to_dict()["error"]
     text = f"{exc.code}: {exc.message}\nhint: {exc.hint}"
     retry_after = exc.headers.get("Retry-After")
     if retry_after is not None:
@@ -238,8 +246,8 @@ def error_result(exc: SiftError) -> types.CallToolResult:
         text += f"\nretry after: {retry_after} s"
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
-        structured_content=body,
         is_error=True,
+        meta={ERROR_META_KEY: body},
     )
 
 
