@@ -28,6 +28,7 @@ from apphelpers import FLEET_KEY, auth, fetcher_for, make_settings
 from sift.api.app import create_app
 from sift.dcache import DB
 from sift.errors import UpstreamError, all_error_classes
+from sift.options import MAX_SELECTOR_CHARS, MAX_URL_BYTES, MIN_MAX_BYTES, URL_PATTERN
 
 UPSTREAM_CODES = {c.code for c in all_error_classes() if issubclass(c, UpstreamError)}
 
@@ -63,7 +64,61 @@ def _openapi() -> dict[str, Any]:
         db.close()
 
 
-schema = schemathesis.openapi.from_dict(_openapi())
+OPENAPI = _openapi()
+schema = schemathesis.openapi.from_dict(OPENAPI)
+
+
+def _refs(node: Any, path: str = "#") -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "$ref":
+                yield path, value
+            else:
+                yield from _refs(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _refs(value, f"{path}/{i}")
+
+
+def _resolve(doc: dict[str, Any], ref: str) -> Any:
+    """The node a local JSON pointer names (RFC 6901), or KeyError."""
+    assert ref.startswith("#/"), ref
+    node: Any = doc
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return node
+
+
+def test_every_ref_in_the_openapi_document_resolves() -> None:
+    refs = list(_refs(OPENAPI))
+    dangling = []
+    for where, ref in refs:
+        try:
+            _resolve(OPENAPI, ref)
+        except (KeyError, TypeError):
+            dangling.append(f"{where}: {ref}")
+    assert dangling == []
+    assert len(refs) > 10  # the walk found the document's references
+
+
+def test_schema_states_the_limits_the_server_enforces() -> None:
+    def body(path: str) -> dict[str, Any]:
+        schema: dict[str, Any] = OPENAPI["paths"][path]["post"]["requestBody"]["content"][
+            "application/json"
+        ]["schema"]
+        return schema
+
+    fetch, batch = body("/v1/fetch"), body("/v1/batch")
+    url = {"type": "string", "minLength": 1, "maxLength": MAX_URL_BYTES, "pattern": URL_PATTERN}
+    target_url, target_spec = batch["properties"]["targets"]["items"]["anyOf"]
+    for where in (fetch["properties"]["url"], target_url, target_spec["properties"]["url"]):
+        assert {k: where[k] for k in url} == url
+    assert fetch["properties"]["max_bytes"]["anyOf"][0]["minimum"] == MIN_MAX_BYTES
+    options = batch["properties"]["options"]["anyOf"][0]["properties"]
+    assert options["max_bytes"]["anyOf"][0]["minimum"] == MIN_MAX_BYTES
+    selector = {"type": "string", "minLength": 1, "maxLength": MAX_SELECTOR_CHARS}
+    assert fetch["properties"]["selector"]["anyOf"][0] == selector
+    assert fetch["properties"]["exclude"]["items"] == selector
 
 
 def no_sift_failure(ctx: Any, response: Any, case: Any) -> bool:

@@ -103,6 +103,30 @@ async def test_repeated_headers_are_joined(fetcher: Fetcher) -> None:
     assert "cookie" not in server.requests[1].headers
 
 
+@pytest.mark.parametrize(
+    ("fields", "content_type", "charset"),
+    [
+        # The last valid type wins, as in browsers; its own charset (or none) goes with it.
+        (["text/plain; charset=iso-8859-5", "text/html"], "text/html", "utf-8"),
+        (["text/plain", "text/html; charset=koi8-r"], "text/html; charset=koi8-r", "koi8-r"),
+        # The same essence again without a charset keeps the earlier one.
+        (["text/html; charset=koi8-r", "text/html"], "text/html; charset=koi8-r", "koi8-r"),
+        # Unparsable types and */* are skipped; one field may list several types.
+        (["text/html; charset=koi8-r", "nonsense", "*/*"], "text/html; charset=koi8-r", "koi8-r"),
+        (['text/plain, text/html;charset="koi8-r"'], 'text/html;charset="koi8-r"', "koi8-r"),
+    ],
+)
+async def test_the_last_valid_content_type_wins(
+    fetcher: Fetcher, fields: list[str], content_type: str, charset: str
+) -> None:
+    body = "<p>Привет</p>".encode("koi8-r") if charset == "koi8-r" else b"<p>hello</p>"
+    head = "".join(f"Content-Type: {f}\r\n" for f in fields)
+    script = f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+    async with RawUpstream(script, host="127.0.1.1") as raw:
+        r = await fetcher.fetch(raw.url("/"), FLEET)
+    assert (r.content_type, r.charset, r.body) == (content_type, charset, body)
+
+
 async def test_redirect_chain(up: Upstream, fetcher: Fetcher) -> None:
     r = await fetcher.fetch(f"http://pub.test:{up.port}/hop/3", restricted(up))
     base = f"http://pub.test:{up.port}"

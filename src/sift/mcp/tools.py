@@ -140,9 +140,7 @@ class SiftTools:
         urls = args.get("urls")
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise BadRequest("urls: expected a list of URL strings")
-        options = args.get("options") or {}
-        if not isinstance(options, dict):
-            raise BadRequest("options: expected an object of fetch options")
+        options = _batch_options(args.get("options"))
         idem = _idem_key(args.get("idempotency_key"), urls, options)
         body: dict[str, Any] = {"targets": urls}
         if options:
@@ -195,6 +193,33 @@ def _check_names(tool: str, args: Mapping[str, Any]) -> None:
             f"{tool}: unknown argument {', '.join(unknown)}",
             hint=f"{tool} takes: {', '.join(known)}.",
         )
+
+
+def _batch_options(value: Any) -> dict[str, Any]:
+    """batch_submit's ``options`` as its schema says: only the options it names (a fleet
+    option such as ``robots`` or a fetch-only one such as ``offset`` is refused here, not
+    passed on to the job), each with a valid value."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest("options: expected an object of fetch options")
+    schema = input_schema("batch_submit") or {}
+    known = schema["properties"]["options"]["properties"]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise BadRequest(
+            f"options: unknown option {', '.join(unknown)}",
+            hint=f"batch_submit options take: {', '.join(known)}.",
+        )
+    try:
+        parse_options(value, require_url=False)
+    except BadRequest as exc:
+        raise BadRequest(
+            f"options: {exc.message.removeprefix('invalid options: ')}",
+            hint="Fix the option as the message says (batch_submit's schema gives each "
+            "option's type and range) and submit again.",
+        ) from exc
+    return value
 
 
 def _job_id(args: Mapping[str, Any]) -> str:
