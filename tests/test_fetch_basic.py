@@ -26,7 +26,7 @@ from sift.errors import (
     UpstreamTimeout,
 )
 from sift.fetch import Fetcher, FetchPolicy, StaticResolver, restricted_policy
-from sift.fetch.transport import send, translate
+from sift.fetch.transport import CONNECT_TIMEOUT_MEMO_SIZE, _timeout, send, translate
 from upstream import BlackholeListener, CanaryListener, RawUpstream, TestCA, Upstream
 
 UA = "sift/0.1.0 (+https://github.com/sift-fetch/sift)"
@@ -125,6 +125,17 @@ async def test_the_last_valid_content_type_wins(
     async with RawUpstream(script, host="127.0.1.1") as raw:
         r = await fetcher.fetch(raw.url("/"), FLEET)
     assert (r.content_type, r.charset, r.body) == (content_type, charset, body)
+
+
+async def test_connect_timeout_memo_is_bounded(up: Upstream, fetcher: Fetcher) -> None:
+    # A caller picks timeout_s (so connect_timeout_s) per request: every distinct value
+    # must not stay in memory for good.
+    _timeout.cache_clear()
+    for i in range(CONNECT_TIMEOUT_MEMO_SIZE * 3):
+        policy = FetchPolicy(allow_private=True, timeout_s=5.0, connect_timeout_s=1 + i / 1000)
+        r = await fetcher.fetch(f"http://pub.test:{up.port}/page", policy)
+        assert r.status == 200
+    assert _timeout.cache_info().currsize == CONNECT_TIMEOUT_MEMO_SIZE
 
 
 async def test_redirect_chain(up: Upstream, fetcher: Fetcher) -> None:

@@ -17,8 +17,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from mcphelpers import call, texts
+from mcphelpers import call, error_of, texts
 from servehelpers import Served, sift_serve
+from sift.options import MAX_INT
 from upstream import Upstream
 
 PAGE = (
@@ -145,3 +146,33 @@ async def test_mcp_needs_a_key(served: Served, authorization: str | None) -> Non
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+async def test_options_are_checked_as_the_schema_says(served: Served) -> None:
+    """A bad option is a tool error with code, message and hint — never accepted silently
+    (batch_submit's options name six fetch options: robots, offset … are not among them)."""
+    url = "http://127.0.0.1:9/never-fetched"
+    small = f"max_bytes: must be between 4 and {MAX_INT}"
+    cases = [
+        ("fetch", {"url": url, "max_bytes": 3}, f"invalid options: {small}"),
+        ("batch_submit", {"urls": [url], "options": {"max_bytes": 2}}, f"options: {small}"),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"robots": False}},
+            "options: unknown option robots",
+        ),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"offset": 5, "links": True}},
+            "options: unknown option links, offset",
+        ),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"format": "pdf"}},
+            "options: format: expected one of markdown, text, html, raw",
+        ),
+    ]
+    async with mcp_http(served, served.fleet_key) as session:
+        for tool, args, message in cases:
+            err = error_of(await call(session, tool, args))
+            assert (err["code"], err["message"]) == ("invalid_request", message)
