@@ -272,7 +272,7 @@ def error_result(exc: SiftError) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         is_error=True,
-        meta={ERROR_META_KEY: body},
+        _meta={ERROR_META_KEY: body},
     )
 
 
