@@ -155,15 +155,15 @@ def check_list(insp: Inspector) -> None:
     assert listed.stderr == ""
 
 
-def check_errors(insp: Inspector, job_id: str) -> None:
-    """One failing call per tool, run side by side (each is its own Inspector process)."""
+def check_errors(insp: Inspector, job_id: str, workers: int) -> None:
+    """One failing call per tool, ``workers`` at a time (each is its own Inspector run)."""
     calls = [
         ("fetch", {"url": "ftp://example.com/"}),
         ("batch_submit", {"urls": ["http://127.0.0.1:9/"], "options": {"robots": False}}),
         ("batch_status", {"id": "no-such-job"}),
         ("batch_results", {"id": job_id, "limit": 0}),
     ]
-    with ThreadPoolExecutor(len(calls)) as pool:
+    with ThreadPoolExecutor(workers) as pool:
         errors = list(pool.map(lambda c: tool_error(insp.call(*c)), calls))
     assert [(e["code"], e["message"]) for e in errors] == [
         ("invalid_url", "Only http and https URLs can be fetched, not ftp:."),
@@ -213,7 +213,8 @@ def test_inspector_over_stdio(inspector: Path, upstream: SyncUpstream, tmp_path:
         None,
         [url],
     )
-    check_errors(insp, job["id"])
+    # One at a time: each run starts a `sift mcp` that owns the data directory while it lives.
+    check_errors(insp, job["id"], workers=1)
 
 
 @pytest.fixture(scope="module")
@@ -251,7 +252,7 @@ def test_inspector_over_http(
         "http_status": 200,
         "title": "Inspected",
     }
-    check_errors(insp, job["id"])
+    check_errors(insp, job["id"], workers=4)
 
     # A restricted caller is refused loopback: the error names its way out (a fleet key).
     refused = tool_error(over_http(served.restricted_key).call("fetch", {"url": url}))

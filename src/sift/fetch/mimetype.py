@@ -11,15 +11,19 @@ instead take a type the browser ignores, and render the page as something else.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HTTP_WHITESPACE = " \t\r\n"
+_CACHED_FIELDS = 256
 
 
 def _split(text: str, sep: str) -> list[str]:
     """``text`` split on ``sep`` outside double-quoted strings (backslash escapes inside)."""
+    if '"' not in text:
+        return text.split(sep)  # the common case, without a loop over characters
     parts: list[str] = []
     start, quoted, escaped = 0, False, False
     for i, ch in enumerate(text):
@@ -57,6 +61,19 @@ def extract_content_type(fields: Iterable[str]) -> str:
     """The ``Content-Type`` the response means, from all its ``Content-Type`` field values
     in order; ``""`` when none is a valid MIME type. A single valid value is returned as
     sent; an inherited charset is appended as ``; charset=…``."""
+    values = tuple(fields)
+    if len(values) == 1:
+        return _one_field(values[0])
+    return _extract(values)
+
+
+@functools.lru_cache(maxsize=_CACHED_FIELDS)
+def _one_field(field: str) -> str:
+    # Nearly every response sends one field, and sites send the same few values.
+    return _extract((field,))
+
+
+def _extract(fields: tuple[str, ...]) -> str:
     chosen = ""
     essence: str | None = None
     charset: str | None = None
