@@ -15,10 +15,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from mcphelpers import call, texts
+from mcphelpers import call, error_of, texts
 from servehelpers import SIFT, write_config
 from sift.config import Settings
 from sift.mcp.stdio import principal_for_key
@@ -47,14 +46,6 @@ async def mcp_stdio(tmp_path: Path, *extra: str) -> AsyncIterator[ClientSession]
         ):
             await session.initialize()
             yield session
-
-
-def error_of(result: types.CallToolResult) -> dict[str, str]:
-    assert result.is_error is True
-    assert result.structured_content is not None
-    err: dict[str, str] = result.structured_content["error"]
-    assert texts(result) == [f"{err['code']}: {err['message']}\nhint: {err['hint']}"]
-    return err
 
 
 async def wait_finished(session: ClientSession, job_id: str) -> dict[str, Any]:

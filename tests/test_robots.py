@@ -126,6 +126,25 @@ async def test_unreachable_origin_raises_its_own_error(fetcher: Fetcher) -> None
     assert await robots.crawl_delay("http://unknown.test/") is None
 
 
+async def test_unreachable_origin_errors_name_the_requested_url(fetcher: Fetcher) -> None:
+    async with Upstream("127.0.1.1") as up:
+        port = up.port
+    robots = RobotsChecker(
+        fetcher, FetchPolicy(allow_private=True), MemoryRobotsCache(), "sift", Clock()
+    )
+    page = f"http://pub.test:{port}/a/page?q=1"
+    with pytest.raises(ConnectFailed) as refused:
+        await fetcher.fetch(page, FetchPolicy(allow_private=True), robots=robots)
+    assert refused.value.message == (
+        f"{page} could not be fetched: sift could not connect to its host."
+    )
+    with pytest.raises(DnsFailure) as unknown:
+        await robots.allowed("http://unknown.test/b")
+    assert unknown.value.message == (
+        "http://unknown.test/b could not be fetched: its host name did not resolve."
+    )
+
+
 async def test_robots_redirected_to_a_blocked_address_disallows(
     up: Upstream, fetcher: Fetcher
 ) -> None:

@@ -21,6 +21,11 @@ from sift.errors import BadRequest
 Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
 MAX_URL_BYTES = 8 << 10
+# What every URL must start with (after leading whitespace), as the schemas state it; the
+# full rules are ``sift.fetch.url``'s.
+URL_PATTERN = r"^\s*[Hh][Tt][Tt][Pp][Ss]?://"
+# The smallest slice: one UTF-8 character of 4 bytes (``render.cap`` refuses less).
+MIN_MAX_BYTES = 4
 MAX_SELECTOR_CHARS = 1024
 MAX_EXCLUDES = 32
 # JSON integers beyond this never reach SQLite (whose INTEGER is 64-bit signed).
@@ -121,7 +126,7 @@ def parse_options(
             else:
                 out[name] = tuple(value)
         elif name == "max_bytes":
-            out[name] = _int(name, value, from_query, 1, problems)
+            out[name] = _int(name, value, from_query, MIN_MAX_BYTES, problems)
         elif name in ("offset", "max_age_s"):
             out[name] = _int(name, value, from_query, 0, problems)
         elif name == "digest":

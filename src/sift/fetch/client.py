@@ -35,7 +35,8 @@ from sift.errors import (
 )
 from sift.fetch.charset import detect_charset
 from sift.fetch.decode import make_decoder, parse_content_encoding
-from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard
+from sift.fetch.egress import EgressGuard, blocked
+from sift.fetch.mimetype import extract_content_type
 from sift.fetch.policy import FetchPolicy
 from sift.fetch.resolver import LayeredResolver, Resolver, SystemResolver
 from sift.fetch.transport import Pools, is_connect_error, send, translate
@@ -207,7 +208,7 @@ class Fetcher:
             except Blocked as exc:
                 if not redirects:
                     raise
-                raise Blocked(BLOCKED_MESSAGE) from exc  # a refused hop: chained, see below
+                raise blocked(policy) from exc  # a refused hop: chained, see below
             try:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECT_STATUSES and location:
@@ -230,7 +231,7 @@ class Fetcher:
                     last_modified,
                 )
             except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
-                raise translate(exc) from exc
+                raise translate(exc, policy) from exc
             finally:
                 resp.release()
 
@@ -249,7 +250,7 @@ class Fetcher:
         except (InvalidUrl, Blocked) as exc:
             # The upstream chose this URL, not the caller: refuse it without detail. Always
             # chained: robots.py tells a refused redirect from a refused origin by the cause.
-            raise Blocked(BLOCKED_MESSAGE) from exc
+            raise blocked(policy) from exc
         if nxt.url in seen:
             raise TooManyRedirects("The URL redirects in a loop.")
         redirects.append(current.url)
@@ -292,7 +293,7 @@ class Fetcher:
             except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
                 if i + 1 < len(vetted) and is_connect_error(exc):
                     continue
-                raise translate(exc) from exc
+                raise translate(exc, policy) from exc
             _check_headers(resp, policy)
             return resp
         raise AssertionError("unreachable: vet() returns at least one address")
@@ -366,7 +367,8 @@ def _result(
     last_modified: str | None,
 ) -> FetchResult:
     headers = _header_dict(resp)
-    content_type = headers.get("content-type", "")
+    # Several Content-Type fields (or one listing several types): the last valid one.
+    content_type = extract_content_type(resp.headers.getall("Content-Type", ()))
     not_modified = resp.status == 304 and bool(etag or last_modified)
     return FetchResult(
         url=origin_url,

@@ -16,7 +16,8 @@ IPv4 address. Two lab settings make the guard testable without weakening it:
 are always refused so sift cannot be pointed at itself.
 
 Every refusal raises the same ``Blocked`` with the same message: callers learn nothing about
-which rule fired.
+which rule fired. Its hint depends only on the policy (``blocked``): a restricted caller is
+told to ask for a fleet key, a fleet caller to ask the operator to allow the range.
 """
 
 from __future__ import annotations
@@ -39,6 +40,33 @@ BLOCKED_MESSAGE = (
     "sift will not fetch this URL for this caller: it names or leads to a host, address or "
     "port outside the caller's egress policy."
 )
+
+# What to do next, by the kind of policy refused (never by the rule that fired).
+RESTRICTED_HINT = (
+    "This caller may only reach public addresses on allowed ports; "
+    "ask the operator for a fleet key if you need more."
+)
+FLEET_PRIVATE_HINT = (
+    "If sift should reach this host, ask the operator to allow its range for your class "
+    "(private_cidrs); multicast, reserved and documentation ranges and sift's own address "
+    "are never reachable."
+)
+FLEET_NO_PRIVATE_HINT = (
+    "Your class may not reach private addresses; if sift should reach this host, ask the "
+    "operator to set allow_private (and private_cidrs to its range) for your class."
+)
+
+
+def blocked(policy: FetchPolicy) -> Blocked:
+    """The one refusal for ``policy``: the same message always, the hint that fits it."""
+    if policy.allowed_ports is not None and not policy.allow_private:
+        hint = RESTRICTED_HINT
+    elif policy.allow_private:
+        hint = FLEET_PRIVATE_HINT
+    else:
+        hint = FLEET_NO_PRIVATE_HINT
+    return Blocked(BLOCKED_MESSAGE, hint=hint)
+
 
 log = logging.getLogger("sift.fetch.egress")
 _MEMO_SIZE = 4096
@@ -279,10 +307,10 @@ class EgressGuard:
         for text in addresses:
             judged = self._judge(text)
             if judged is None or not self.permits(text, port, policy):
-                raise Blocked(BLOCKED_MESSAGE)
+                raise blocked(policy)
             literal = judged[1]
             if literal not in vetted:
                 vetted.append(literal)
         if not vetted:
-            raise Blocked(BLOCKED_MESSAGE)
+            raise blocked(policy)
         return vetted

@@ -61,6 +61,13 @@ _ORIGIN_FAILURES: dict[str, type[SiftError]] = {
     cls.code: cls for cls in (DnsFailure, ConnectFailed, TlsFailure, UpstreamTimeout)
 }
 
+_ORIGIN_REASONS: dict[str, str] = {
+    "dns_failure": "its host name did not resolve",
+    "connect_failed": "sift could not connect to its host",
+    "tls_failure": "TLS with its host failed",
+    "upstream_timeout": "its host did not answer in time",
+}
+
 
 class _RedirectRefused(Exception):
     """robots.txt redirected to a URL this policy may not reach."""
@@ -170,7 +177,8 @@ class RobotsChecker:
         rules = await self.rules(target.origin)
         failure = _ORIGIN_FAILURES.get(rules.failure)
         if failure is not None:
-            raise failure(f"{target.origin}/robots.txt could not be fetched: {rules.failure}.")
+            # Name the URL the caller asked for: robots.txt is sift's detour, not theirs.
+            raise failure(f"{url} could not be fetched: {_ORIGIN_REASONS[rules.failure]}.")
         return rules.allowed(target.url, self.token)
 
     async def crawl_delay(self, url: str) -> float | None:

@@ -13,7 +13,15 @@ from typing import Any, Final
 import mcp.types as types
 
 from sift.batch.submit import MAX_IDEM_KEY_CHARS
-from sift.options import FORMATS, MAX_EXCLUDES, MAX_INT, MAX_SELECTOR_CHARS, MAX_URL_BYTES
+from sift.options import (
+    FORMATS,
+    MAX_EXCLUDES,
+    MAX_INT,
+    MAX_SELECTOR_CHARS,
+    MAX_URL_BYTES,
+    MIN_MAX_BYTES,
+    URL_PATTERN,
+)
 
 # A tool result lands in a model's context window: unless the caller asks for more, one
 # fetch returns at most this many bytes (and never more than the caller's class cap).
@@ -26,6 +34,7 @@ _URL: Final = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_URL_BYTES,
+    "pattern": URL_PATTERN,
     "description": "Absolute http:// or https:// URL.",
 }
 _FORMAT: Final = {
@@ -50,7 +59,7 @@ _SELECTOR: Final = {
 }
 _MAX_BYTES_BATCH: Final = {
     "type": "integer",
-    "minimum": 1,
+    "minimum": MIN_MAX_BYTES,
     "maximum": MAX_INT,
     "description": "Largest content kept per page, in UTF-8 bytes (default and ceiling: "
     "your class's cap).",
@@ -79,7 +88,7 @@ FETCH_TOOL: Final = types.Tool(
             "format": _FORMAT,
             "max_bytes": {
                 "type": "integer",
-                "minimum": 1,
+                "minimum": MIN_MAX_BYTES,
                 "maximum": MAX_INT,
                 "description": "Largest slice of content to return, in UTF-8 bytes. Default "
                 f"{DEFAULT_MAX_BYTES}; a value above your class's cap is lowered to it (the "
@@ -179,7 +188,11 @@ BATCH_SUBMIT_TOOL: Final = types.Tool(
                     "selector": _SELECTOR,
                     "exclude": {
                         "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_SELECTOR_CHARS,
+                        },
                         "maxItems": MAX_EXCLUDES,
                         "description": "CSS selectors of elements to drop.",
                     },
@@ -251,7 +264,8 @@ _OUTCOME: Final = {
             "enum": ["pending", "running", "done", "failed", "cancelled"],
         },
         "http_status": {"type": "integer"},
-        "title": {"type": ["string", "null"]},
+        # anyOf rather than a list of types: portable to single-type schema dialects.
+        "title": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "final_url": {"type": "string"},
         "bytes": {"type": "integer", "description": "Content bytes kept by the job."},
         "total_bytes": {"type": "integer", "description": "Content bytes of the whole page."},
@@ -313,7 +327,7 @@ BATCH_RESULTS_TOOL: Final = types.Tool(
             "status": _JOB_STATUS,
             "items": {"type": "array", "items": _OUTCOME},
             "next_offset": {
-                "type": ["integer", "null"],
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
                 "description": "offset for the next page; null after the last URL.",
             },
         },
