@@ -51,16 +51,26 @@ MEDIA_EXTENSIONS = (
 )
 
 
-def chromium_flags(*, block_media: bool, heap_bytes: int, proxy_host: str) -> list[str]:
-    """Every switch sift adds to Playwright's defaults, each for a reason (docs/browser.md)."""
+WEBRTC_FLAGS = (
+    # WebRTC's UDP ignores HTTP proxies. Full chromium reads the plain switch, headless-shell
+    # only the --force- one (measured): pass both.
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+)
+
+
+def chromium_flags(
+    *, block_media: bool, heap_bytes: int, proxy_host: str, guard: bool = True
+) -> list[str]:
+    """Every switch sift adds to Playwright's defaults, each for a reason (docs/browser.md).
+
+    ``guard=False`` (test-only: the canary test's control run) leaves out the WebRTC policy.
+    """
     flags = [
         "--disable-dev-shm-usage",
         "--disable-gpu",
-        # Traffic that ignores HTTP proxies: QUIC, and WebRTC's UDP. Full chromium reads the
-        # plain switch, headless-shell only the --force- one (measured): pass both.
-        "--disable-quic",
-        "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-        "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+        "--disable-quic",  # QUIC is UDP, which no HTTP proxy carries
+        *(WEBRTC_FLAGS if guard else ()),
         # The browser resolves nothing itself: every name goes to the proxy (which resolves
         # once and vets); anything trying to connect directly dies at resolution.
         f"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE {proxy_host}",
@@ -99,8 +109,14 @@ class Launcher:
         fetcher: Fetcher,
         *,
         clock: Callable[[], float] = time.monotonic,
+        lab_args: tuple[str, ...] = (),
+        guard: bool = True,
     ) -> None:
         self.settings = settings
+        self._guard = guard
+        # Test-only extra switches (e.g. letting WebRTC try loopback in a loopback-only lab,
+        # so the canary test can see that it is stopped). No setting reaches them.
+        self._lab_args = lab_args
         self._fetcher = fetcher
         self._clock = clock
         self._pw: Playwright | None = None
@@ -195,7 +211,9 @@ class Launcher:
                     block_media=self.settings.block_media,
                     heap_bytes=self.settings.page_heap_bytes,
                     proxy_host=self.proxy_host,
-                ),
+                    guard=self._guard,
+                )
+                + list(self._lab_args),
                 proxy={"server": deny_url, "bypass": "<-loopback>"},
                 # As root Chromium refuses to run sandboxed; run sift as a user to keep it.
                 chromium_sandbox=os.geteuid() != 0,

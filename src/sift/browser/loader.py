@@ -59,8 +59,9 @@ EXTRACT_RESERVE_S = 1.0
 class Browser:
     """The process's browser front: launcher, open-page slots, page loads, metrics.
 
-    ``guard=False`` is a test-only switch (the canary test's control run): page proxies
-    then connect wherever the page says. No setting reaches it.
+    ``guard=False`` and ``lab_args`` are test-only switches (the canary test's control run:
+    page proxies then connect wherever the page says, and WebRTC may send UDP directly).
+    No setting reaches them.
     """
 
     def __init__(
@@ -70,10 +71,11 @@ class Browser:
         *,
         metrics: Metrics | None = None,
         guard: bool = True,
+        lab_args: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
         self.fetcher = fetcher
-        self.launcher = Launcher(settings, fetcher)
+        self.launcher = Launcher(settings, fetcher, lab_args=lab_args, guard=guard)
         self.limits = PageLimits.from_settings(settings)
         self.slots = PageSlots(settings.max_pages)
         self.metrics = metrics

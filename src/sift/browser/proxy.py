@@ -139,6 +139,9 @@ class GuardProxy:
             pass  # the browser or the upstream went away, or sent garbage: drop it
         except OverBudget:
             pass
+        except asyncio.CancelledError:
+            # Cut by close(): end quietly (asyncio's server would log a cancelled handler).
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()
