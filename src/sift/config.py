@@ -251,7 +251,7 @@ class BrowserSettings:
         metadata=_doc("Do not load images, fonts, audio and video (they do not change the text)."),
     )
     network_quiet_s: float = field(
-        default=0.3,
+        default=0.5,
         metadata=_doc("After DOMContentLoaded, wait until the page's network is this long idle."),
     )
     netns: str = field(

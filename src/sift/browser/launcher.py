@@ -45,10 +45,6 @@ _DISABLED_FEATURES = (
     "CertificateTransparencyComponentUpdater",
     "DialMediaRouteProvider",
 )
-MEDIA_EXTENSIONS = (
-    "mp4|m4v|webm|ogv|ogg|oga|mp3|m4a|aac|wav|flac|opus|mov|avi|mkv|m3u8|mpd|"
-    "woff2?|ttf|otf|eot|png|jpe?g|gif|webp|avif|svg|ico|bmp"
-)
 
 
 WEBRTC_FLAGS = (
@@ -87,7 +83,15 @@ def chromium_flags(
         f"--js-flags=--max-old-space-size={max(16, heap_bytes >> 20)}",
     ]
     if block_media:
-        flags += ["--blink-settings=imagesEnabled=false", "--disable-remote-fonts"]
+        # Images and web fonts are never requested; audio and video never autoplay (a
+        # media element may still fetch its metadata, within the page's byte budget).
+        # Flags, not request interception: routing every request through Playwright
+        # costs a driver round trip each (measured: a 3000-request page slowed ~3x).
+        flags += [
+            "--blink-settings=imagesEnabled=false",
+            "--disable-remote-fonts",
+            "--autoplay-policy=user-gesture-required",
+        ]
     return flags
 
 

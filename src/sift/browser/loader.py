@@ -18,13 +18,12 @@ over its heap; or the browser died), ``TooLarge`` (a budget was spent), and
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sift.browser.launcher import MEDIA_EXTENSIONS, Launcher
+from sift.browser.launcher import Launcher
 from sift.browser.limits import PageLimits, PageSlots
 from sift.browser.proxy import GuardProxy, ProxyLimits
 from sift.config import BrowserSettings
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, Page
 
 log = logging.getLogger("sift.browser")
-_MEDIA_RE = re.compile(rf"\.({MEDIA_EXTENSIONS})([?#]|$)", re.IGNORECASE)
 # Serialize the DOM in the page, and only if it fits: an oversized DOM never leaves it.
 _DOM_JS = """(max) => {
   const root = document.documentElement;
@@ -51,9 +49,10 @@ _DOM_JS = """(max) => {
   const html = root.outerHTML;
   return html.length > max ? html.length : html;
 }"""
+_NO_POPUPS_JS = "window.open = () => null;"
 CLOSE_TIMEOUT_S = 5.0
 # Part of the deadline kept for serializing the page after the network-quiet wait.
-EXTRACT_RESERVE_S = 1.0
+EXTRACT_RESERVE_S = 2.0
 
 
 class Browser:
@@ -155,8 +154,8 @@ class Browser:
                 accept_downloads=False,
                 user_agent=self.fetcher.user_agent,
             )
-            if limits.block_media:
-                await ctx.route(_MEDIA_RE, _abort)
+            # Popups: window.open does nothing; any page opened another way is closed.
+            await ctx.add_init_script(_NO_POPUPS_JS)
             page = await ctx.new_page()
             ctx.on("page", lambda p: _close_popup(p, page))
             return await self._race(browser, page, proxy, url, wait_for, deadline_at)
@@ -216,7 +215,7 @@ class Browser:
         if wait_for:
             await page.wait_for_selector(wait_for, state="attached", timeout=0)
         else:
-            await _network_quiet(proxy, self.limits.network_quiet_s, deadline_at)
+            await _network_quiet(proxy, self.limits.network_quiet_s, time.monotonic(), deadline_at)
         final_url = page.url
         if _refused(proxy, final_url):  # a meta refresh or script navigated to a refused URL
             raise _refusal(proxy, final_url)
@@ -293,21 +292,19 @@ def _refusal(proxy: GuardProxy, url: str) -> SiftError:
     return exc
 
 
-async def _network_quiet(proxy: GuardProxy, quiet_s: float, deadline_at: float) -> None:
-    """Until the page's network has been idle ``quiet_s``, or shortly before the deadline
-    (a page that never stops polling is read as it is then)."""
+async def _network_quiet(
+    proxy: GuardProxy, quiet_s: float, since: float, deadline_at: float
+) -> None:
+    """Until the page's network has been idle ``quiet_s`` (counted from ``since`` at the
+    earliest: DOMContentLoaded, when the page's timers start), or shortly before the
+    deadline (a page that never stops polling is read as it is then)."""
     until = deadline_at - min(EXTRACT_RESERVE_S, (deadline_at - time.monotonic()) / 4)
     while True:
         now = time.monotonic()
-        idle = proxy.quiet_for(now)
+        idle = min(proxy.quiet_for(now), now - since)
         if idle >= quiet_s or now >= until:
             return
         await asyncio.sleep(max(0.01, min(quiet_s - idle, until - now)))
-
-
-async def _abort(route: Any) -> None:
-    with contextlib.suppress(Exception):
-        await route.abort()
 
 
 def _close_popup(popup: Page, main: Page) -> None:
