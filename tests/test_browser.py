@@ -303,3 +303,30 @@ async def test_browser_killed_mid_request(upstream: Upstream, fetcher: Fetcher) 
         assert browser.launcher.launches == 2
     finally:
         await browser.close()
+
+
+async def test_batch_targets_choose_their_engine(
+    sift: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    target = url(upstream, "/app")
+    body = {
+        "targets": [target, {"url": target, "options": {"engine": "http"}}],
+        "options": {"engine": "browser", "wait_for": "article p"},
+    }
+    r = await sift.post(
+        "/v1/batch", json=body, headers={**auth(FLEET_KEY), "Idempotency-Key": "js-1"}
+    )
+    assert r.status_code in (200, 201, 202), r.text
+    job = r.json()
+    for _ in range(600):
+        view = (await sift.get(f"/v1/batch/{job['id']}", headers=auth(FLEET_KEY))).json()
+        if view["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.05)
+    assert view["status"] == "done", view
+    items = (await sift.get(f"/v1/batch/{job['id']}/results", headers=auth(FLEET_KEY))).json()
+    results = [i["result"] for i in items["items"]]
+    assert [(e["engine"], e["content"]) for e in results] == [
+        ("browser", f"# Figures\n\n{TEXT}\n\n{DATA['more']}"),
+        ("http", "Loading…"),
+    ]
