@@ -310,8 +310,11 @@ async def test_batch_targets_choose_their_engine(
 ) -> None:
     target = url(upstream, "/app")
     body = {
-        "targets": [target, {"url": target, "options": {"engine": "http"}}],
-        "options": {"engine": "browser", "wait_for": "article p"},
+        "targets": [
+            {"url": target, "options": {"wait_for": "article p"}},
+            {"url": target, "options": {"engine": "http"}},
+        ],
+        "options": {"engine": "browser"},
     }
     r = await sift.post(
         "/v1/batch", json=body, headers={**auth(FLEET_KEY), "Idempotency-Key": "js-1"}
