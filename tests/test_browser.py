@@ -121,6 +121,21 @@ async def test_js_page_by_engine(sift: httpx.AsyncClient, upstream: Upstream) ->
     )
     assert again["digest"] != http["digest"]
 
+    # auto on a shell whose browser load fails (it navigates itself to loopback): the HTTP
+    # result, fetched under the same guard, with a warning.
+    upstream.page(
+        "/shell-escapes",
+        JS_PAGE.replace(
+            "<body>",
+            f'<body><meta http-equiv="refresh" content="0;url=http://127.0.0.1:{upstream.port}/">',
+        ),
+    )
+    fallback = (await fetch(sift, RESTRICTED_KEY, url=url(upstream, "/shell-escapes"))).json()
+    assert (fallback["engine"], fallback["warnings"]) == (
+        "http",
+        ["js_required_suspected", "browser_failed"],
+    )
+
     health = (await sift.get("/healthz")).json()
     assert health["browser"] == "ready"
     metrics = (await sift.get("/metrics")).text
@@ -333,3 +348,19 @@ async def test_batch_targets_choose_their_engine(
         ("browser", f"# Figures\n\n{TEXT}\n\n{DATA['more']}"),
         ("http", "Loading…"),
     ]
+
+
+async def test_proxy_listeners_are_off_limits(fetcher: Fetcher) -> None:
+    """A guard proxy's listener is sift's own address while it listens: not even a caller
+    allowed to reach loopback may point sift at it."""
+    from sift.browser.proxy import GuardProxy, ProxyLimits
+    from sift.errors import Blocked
+    from sift.fetch import FetchPolicy
+
+    fleet = FetchPolicy(allow_private=True)
+    proxy = GuardProxy(fetcher, fleet, ProxyLimits(10, 1 << 20, 1.0))
+    address = (await proxy.start()).removeprefix("http://")
+    with pytest.raises(Blocked):
+        fetcher.check_url(f"http://{address}/", fleet)
+    await proxy.close()
+    assert fetcher.check_url(f"http://{address}/", fleet).port == int(address.split(":")[1])
