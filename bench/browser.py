@@ -157,7 +157,9 @@ async def main() -> None:
 
     runner, port = await start_upstream()
     tmp = tempfile.mkdtemp(prefix="sift-bench-browser-")
-    restricted = ClassSettings(extra_ports=(port,), browser_pages=4, browser_timeout_s=30)
+    restricted = ClassSettings(
+        extra_ports=(port,), browser_pages=4, browser_pages_total=4, browser_timeout_s=30
+    )
     settings = Settings(
         data_dir=tmp,
         access_log=False,

@@ -364,3 +364,33 @@ async def test_proxy_listeners_are_off_limits(fetcher: Fetcher) -> None:
         fetcher.check_url(f"http://{address}/", fleet)
     await proxy.close()
     assert fetcher.check_url(f"http://{address}/", fleet).port == int(address.split(":")[1])
+
+
+async def test_page_slots_per_caller_per_class_and_total() -> None:
+    """Pages open at once: the caller's, its class's and the overall bound each hold a
+    page back until a slot frees."""
+    from sift.browser.limits import PageSlots
+
+    slots = PageSlots(total=3)
+    release = asyncio.Event()
+    entered: list[str] = []
+
+    async def page(caller: str, cls: str) -> None:
+        async with slots.take(caller, 1, cls, 2):
+            entered.append(caller)
+            await release.wait()
+
+    tasks = [
+        asyncio.ensure_future(page(c, k))
+        for c, k in [("a", "restricted"), ("a", "restricted"), ("b", "restricted"),
+                     ("c", "restricted"), ("d", "fleet"), ("e", "fleet")]
+    ]  # fmt: skip
+    for _ in range(20):
+        await asyncio.sleep(0)
+    # a's second page waits for a; c waits for the class (a + b); e waits for the total.
+    assert sorted(entered) == ["a", "b", "d"]
+    assert slots.open == 3
+    release.set()
+    await asyncio.gather(*tasks)
+    assert sorted(entered) == ["a", "a", "b", "c", "d", "e"]
+    assert slots.open == 0

@@ -163,6 +163,10 @@ class ClassSettings:
     browser_pages: int = field(
         default=1, metadata=_doc("Browser pages one caller of this class may have open at once.")
     )
+    browser_pages_total: int = field(
+        default=2,
+        metadata=_doc("Browser pages all callers of this class together may have open at once."),
+    )
     browser_timeout_s: float = field(
         default=15.0,
         metadata=_doc(
@@ -180,6 +184,7 @@ def _fleet_defaults() -> ClassSettings:
         timeout_s=30.0,
         max_redirects=10,
         browser_pages=4,
+        browser_pages_total=4,
         browser_timeout_s=30.0,
     )
 
@@ -639,10 +644,9 @@ def validate(settings: Settings, where: str) -> None:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
     for cls_name in CALLER_CLASSES:
         c = settings.classes.get(cls_name)
-        if c.browser_pages < 1 or c.browser_timeout_s <= 0:
-            raise ConfigError(
-                f"{where}: classes.{cls_name}.browser_pages/browser_timeout_s: must be positive"
-            )
+        for fname in ("browser_pages", "browser_pages_total", "browser_timeout_s"):
+            if getattr(c, fname) <= 0:
+                raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
     b = settings.browser
     for fname in ("max_pages", "max_subresources", "max_page_bytes", "max_dom_bytes"):
         if getattr(b, fname) < 1:

@@ -285,6 +285,8 @@ class Service:
                 policy,
                 caller=principal.name,
                 caller_pages=limits.browser_pages,
+                caller_class=principal.caller_class,
+                class_pages=limits.browser_pages_total,
                 deadline_s=min(eff.timeout_s, limits.browser_timeout_s),
                 wait_for=opts.wait_for,
             )

@@ -9,6 +9,7 @@ Chromium flag: a page over it crashes its own tab) and the open-page slots here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,32 +39,49 @@ class PageLimits:
 
 
 class PageSlots:
-    """Pages open at once: at most ``total`` overall and ``per_caller`` for each caller.
+    """Pages open at once: at most ``total`` overall, ``per_class`` for each caller class
+    and ``per_caller`` for each caller.
 
-    A request waits for a slot (its deadline bounds the wait). The caller's slot is taken
-    first, so one caller queueing many pages never holds overall slots it cannot use.
+    A request waits for a slot (its deadline bounds the wait). The narrowest slot is taken
+    first, so one caller queueing many pages never holds class or overall slots it cannot
+    use yet.
     """
 
     def __init__(self, total: int) -> None:
         self._total = asyncio.Semaphore(total)
-        self._callers: dict[tuple[str, int], tuple[asyncio.Semaphore, int]] = {}
+        self._groups: dict[tuple[str, int], tuple[asyncio.Semaphore, int]] = {}
         self.open = 0
 
     @asynccontextmanager
-    async def take(self, caller: str, per_caller: int) -> AsyncIterator[None]:
-        key = (caller, per_caller)
-        sem, users = self._callers.get(key, (asyncio.Semaphore(per_caller), 0))
-        self._callers[key] = (sem, users + 1)
+    async def take(
+        self, caller: str, per_caller: int, caller_class: str = "", per_class: int = 0
+    ) -> AsyncIterator[None]:
+        """Hold one page slot; ``per_class=0`` means no class bound beyond ``total``."""
+        keys = [("caller:" + caller, per_caller)]
+        if per_class:
+            keys.append(("class:" + caller_class, per_class))
+        sems = [self._join(key) for key in keys]
         try:
-            async with sem, self._total:
+            async with contextlib.AsyncExitStack() as stack:
+                for sem in [*sems, self._total]:
+                    await stack.enter_async_context(sem)
                 self.open += 1
                 try:
                     yield
                 finally:
                     self.open -= 1
         finally:
-            sem, users = self._callers[key]
-            if users <= 1:
-                del self._callers[key]
-            else:
-                self._callers[key] = (sem, users - 1)
+            for key in keys:
+                self._leave(key)
+
+    def _join(self, key: tuple[str, int]) -> asyncio.Semaphore:
+        sem, users = self._groups.get(key, (asyncio.Semaphore(key[1]), 0))
+        self._groups[key] = (sem, users + 1)
+        return sem
+
+    def _leave(self, key: tuple[str, int]) -> None:
+        sem, users = self._groups[key]
+        if users <= 1:
+            del self._groups[key]
+        else:
+            self._groups[key] = (sem, users - 1)

@@ -101,6 +101,8 @@ class Browser:
         caller_pages: int,
         deadline_s: float,
         wait_for: str | None = None,
+        caller_class: str = "",
+        class_pages: int = 0,
     ) -> FetchResult:
         """Load ``url`` for a caller under ``policy``; see the module docstring."""
         target = self.fetcher.check_url(url, policy)  # the caller's URL: same rules as HTTP
@@ -108,7 +110,7 @@ class Browser:
         outcome = "error"
         try:
             async with asyncio.timeout(deadline_s):
-                async with self.slots.take(caller, caller_pages):
+                async with self.slots.take(caller, caller_pages, caller_class, class_pages):
                     browser = await self.launcher.browser()
                     result = await self._load(
                         browser, target.url, policy, wait_for, started + deadline_s
