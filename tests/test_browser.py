@@ -394,3 +394,20 @@ async def test_page_slots_per_caller_per_class_and_total() -> None:
     await asyncio.gather(*tasks)
     assert sorted(entered) == ["a", "a", "b", "c", "d", "e"]
     assert slots.open == 0
+
+
+async def test_a_browser_that_cannot_start_is_broken(fetcher: Fetcher) -> None:
+    require_browser()  # Playwright must be there; the "browser" is /bin/false
+    from sift.errors import BrowserUnavailable
+
+    browser = Browser(BrowserSettings(executable="/bin/false", netns="off"), fetcher)
+    policy = restricted_policy()
+    try:
+        assert browser.state == "ready"  # startable, as far as anyone can tell yet
+        with pytest.raises(BrowserUnavailable, match="failed to start"):
+            await browser.load(
+                "http://pub.test/", policy, caller="agent", caller_pages=1, deadline_s=20
+            )
+        assert browser.state == "broken"
+    finally:
+        await browser.close()

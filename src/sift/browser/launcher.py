@@ -185,6 +185,7 @@ class Launcher:
                 self._failed_at, self._failure = self._clock(), _short(exc)
                 log.error("browser launch failed: %s", self._failure)
                 await self._teardown()
+                await self._stop_driver()  # a dead driver is started afresh next time
                 raise BrowserUnavailable(f"The browser failed to start: {self._failure}") from exc
             self._failed_at = None
             return self._browser
@@ -204,7 +205,8 @@ class Launcher:
                 log.info("browser: no network namespace here (%s); the proxy alone guards", exc)
         if self.netns is not None:
             executable = str(self.netns.wrapper)
-        self._deny = GuardProxy(self._fetcher, None, ProxyLimits(0, 0, 1.0))
+        # No budgets to spend: it refuses every request anyway (403, remembered nowhere).
+        self._deny = GuardProxy(self._fetcher, None, ProxyLimits(1 << 62, 1 << 62, 1.0))
         deny_url = await self.start_proxy(self._deny)
         if self._pw is None:
             self._pw = await async_playwright().start()
@@ -262,12 +264,15 @@ class Launcher:
             await self._deny.close()
             self._deny = None
 
-    async def close(self) -> None:
-        await self._teardown()
+    async def _stop_driver(self) -> None:
         if self._pw is not None:
             with contextlib.suppress(Exception):
                 await self._pw.stop()
             self._pw = None
+
+    async def close(self) -> None:
+        await self._teardown()
+        await self._stop_driver()
         if self.netns is not None:
             self.netns.close()
             self.netns = None

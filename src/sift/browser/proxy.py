@@ -157,7 +157,8 @@ class GuardProxy:
             checked, (up_reader, up_writer) = await self._dial(method, target)
         except SiftError as exc:
             self.stats.refused += 1
-            self.stats.refusals[key] = exc
+            if self._policy is not None:  # the long-lived deny-all proxy remembers nothing
+                self.stats.refusals[key] = exc
             status = "403 Forbidden" if isinstance(exc, Blocked) else "502 Bad Gateway"
             writer.write(
                 f"HTTP/1.1 {status}\r\nX-Sift-Error: {exc.code}\r\nConnection: close\r\n"
