@@ -180,7 +180,7 @@ class Launcher:
             if self._failed_at is not None and self._clock() - self._failed_at < RELAUNCH_BACKOFF_S:
                 raise BrowserUnavailable(f"The browser failed to start: {self._failure}")
             try:
-                self._browser = await self._launch()
+                self._browser = await self._launch_with_fallback()
             except Exception as exc:  # anything Playwright or the OS raises: report, retry later
                 self._failed_at, self._failure = self._clock(), _short(exc)
                 log.error("browser launch failed: %s", self._failure)
@@ -189,6 +189,21 @@ class Launcher:
                 raise BrowserUnavailable(f"The browser failed to start: {self._failure}") from exc
             self._failed_at = None
             return self._browser
+
+    async def _launch_with_fallback(self) -> Browser:
+        """Launch; with ``netns = "auto"``, a launch that fails inside the namespace (say,
+        a temp directory mounted noexec) is retried once without it."""
+        try:
+            return await self._launch()
+        except Exception as exc:
+            if self.netns is None or self.settings.netns != "auto":
+                raise
+            log.warning(
+                "browser: launch in a network namespace failed (%s); retrying without", _short(exc)
+            )
+            self.netns.close()
+            self.netns = None
+            return await self._launch()
 
     async def _launch(self) -> Browser:
         from playwright.async_api import async_playwright
