@@ -239,6 +239,9 @@ def hostile_routes(up: Upstream) -> None:
         "<p>flood</p><script>for (let i = 0; i < 3000; i++) fetch('/r/' + i);</script>",
     )
     up.route("/r/", _ok, prefix=True)
+    up.page("/big-dom", "<p>big</p><script>document.body.append('x'.repeat(3 << 20));</script>")
+    up.page("/big-bytes", "<p>heavy</p><script>fetch('/blob').then(r => r.text());</script>")
+    up.page("/blob", b"y" * (3 << 20), content_type="text/plain")
     up.page(
         "/popups",
         "<p>popups</p><script>for (let i = 0; i < 50; i++) window.open('/app?' + i);</script>",
@@ -252,7 +255,12 @@ async def _ok(request: web.Request) -> web.StreamResponse:
 async def test_bounds_each_end_cleanly(upstream: Upstream, fetcher: Fetcher) -> None:
     require_browser()
     hostile_routes(upstream)
-    settings = BrowserSettings(max_subresources=100, page_heap_bytes=64 << 20)
+    settings = BrowserSettings(
+        max_subresources=100,
+        page_heap_bytes=64 << 20,
+        max_dom_bytes=1 << 20,
+        max_page_bytes=2 << 20,
+    )
     browser = Browser(settings, fetcher)
     policy = restricted_policy(extra_ports=frozenset({upstream.port}), timeout_s=30)
 
@@ -275,6 +283,11 @@ async def test_bounds_each_end_cleanly(upstream: Upstream, fetcher: Fetcher) -> 
         with pytest.raises(TooLarge, match="more than 100 requests"):
             await load("/flood", deadline_s=25)
         assert sum(n for p, n in upstream.hits.items() if p.startswith("/r/")) < 100
+        await next_page_works()
+        with pytest.raises(TooLarge, match=r"DOM exceeds 1048576 bytes"):
+            await load("/big-dom")
+        with pytest.raises(TooLarge, match=r"moved more than 2097152 bytes"):
+            await load("/big-bytes")
         await next_page_works()
         hits_before = upstream.hits["/app"]
         page = await load("/popups")
