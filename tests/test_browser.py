@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import os
 import signal
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -424,3 +425,15 @@ async def test_a_browser_that_cannot_start_is_broken(fetcher: Fetcher) -> None:
         assert browser.state == "broken"
     finally:
         await browser.close()
+
+
+async def test_wait_for_pages_are_stored_under_their_url(
+    sift: httpx.AsyncClient, upstream: Upstream, tmp_path: Path
+) -> None:
+    """The page entry of a wait_for load (a selector with spaces) keeps the page's URL."""
+    target = url(upstream, "/app")
+    env = (await fetch(sift, FLEET_KEY, url=target, engine="browser", wait_for="article p")).json()
+    assert env["url"] == target
+    with sqlite3.connect(tmp_path / "sift.db") as db:
+        urls = {row[0] for row in db.execute("SELECT url FROM page")}
+    assert urls == {target}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -356,7 +357,9 @@ class Service:
         # the reverse (and wait_for changes what the browser reads).
         scope = ("priv" if policy.allow_private else "pub") + ("" if opts.robots else "-norobots")
         if engine == "browser":
-            scope += "-browser" + (f"-wait:{opts.wait_for}" if opts.wait_for else "")
+            scope += "-browser"
+            if opts.wait_for:  # hashed: the key's first space must stay the URL's separator
+                scope += "-wait:" + hashlib.sha256(opts.wait_for.encode()).hexdigest()[:16]
         return f"{scope} {normalized_url}"
 
     async def _current_snapshot(
