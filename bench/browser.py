@@ -12,7 +12,8 @@
 3. bare: Playwright on the same binary, no proxy, no guard, no extra flags: a fresh context
    per page, ``goto`` to DOMContentLoaded, wait for ``#app h1``, ``page.content()``.
 
-Both run at 2 and 4 pages at once, alternating, ``--rounds`` times; the best round of each
+Both run at 2 and 4 pages at once, alternating (and alternating who goes first), ``--rounds``
+times; the best round of each
 is reported (the machine is shared). Prints pages/s, the ratio sift/bare (target: >= 0.8)
 and the peak RSS summed over the browser's processes, per open page. Loopback only.
 """
@@ -211,7 +212,8 @@ async def main() -> None:
     rss_per_page: dict[int, float] = {}
     for r in range(args.rounds):
         for concurrency in (2, 4):
-            for name, one in (("bare", bare_one), ("sift", sift_one)):
+            order = [("bare", bare_one), ("sift", sift_one)]
+            for name, one in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
                 round_no = r * 10 + concurrency + (0 if name == "bare" else 1000)
                 with PeakRss(sift_roots) as peak:
                     rate = await run_pool(args.pages, concurrency, one)

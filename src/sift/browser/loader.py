@@ -227,7 +227,8 @@ class Browser:
             raise TooLarge(
                 f"The page's DOM exceeds {self.limits.max_dom_bytes} bytes (browser.max_dom_bytes)."
             )
-        headers = dict(await resp.all_headers()) if resp is not None else {}
+        # resp.headers, not all_headers(): the latter costs a driver round trip per page.
+        headers = dict(resp.headers) if resp is not None else {}
         return FetchResult(
             url=url,
             final_url=final_url,
