@@ -80,6 +80,8 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "digest",
                 "main_content",
                 "selector",
+                "engine",
+                "wait_for",
             ]
             assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
                 ["url"],
@@ -125,7 +127,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "code": "invalid_request",
                 "message": "fetch: unknown argument max_byte",
                 "hint": "fetch takes: url, format, max_bytes, offset, digest, main_content, "
-                "selector.",
+                "selector, engine, wait_for.",
             }
             missing = error_of(await call(session, "fetch", {}))
             assert (missing["code"], missing["message"]) == (

@@ -121,6 +121,8 @@ def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
         "main_content": False if args.whole_page else None,
         "links": True if args.links else None,
         "robots": False if args.no_robots else None,
+        "engine": args.engine,
+        "wait_for": args.wait_for,
     }
     return {k: v for k, v in options.items() if v is not None}
 
@@ -132,14 +134,18 @@ async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any
     from sift.service import Service
 
     opts = parse_options({"url": url, **options})
+    from sift.browser import Browser
+
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     try:
         async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_executor=None)
+            browser = Browser(settings.browser, fetcher)
+            service = Service(settings, adb, fetcher, render_executor=None, browser=browser)
             try:
                 return await service.fetch(OPERATOR, opts)
             finally:
                 await service.close()
+                await browser.close()
     finally:
         await adb.close()
 
@@ -205,6 +211,7 @@ def collect_stats(db: DB, settings: Settings) -> dict[str, Any]:
         "batch_jobs": stats["batch_jobs"],
         "batch_bytes": stats["batch_bytes"],
         "batch_max_bytes": settings.batch.max_bytes,
+        "browser_pages": counters.get("browser_pages", 0),
     }
 
 
@@ -248,6 +255,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"batch     {st['batch_jobs']} jobs, {_human(st['batch_bytes'])} of "
         f"{_human(st['batch_max_bytes'])}"
     )
+    print(f"browser   {st['browser_pages']} pages loaded (see docs/browser.md)")
     return 0
 
 
@@ -273,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--whole-page", action="store_true", help="convert the whole page")
     p.add_argument("--links", action="store_true", help="include the page's links (--json)")
     p.add_argument("--no-robots", action="store_true", help="ignore robots.txt")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "http", "browser"],
+        help="auto (default): the browser only for JavaScript pages; http; browser",
+    )
+    p.add_argument("--wait-for", metavar="CSS", help="browser: wait for this selector")
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
     add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)

@@ -168,6 +168,25 @@ class ClassSettings:
             "more get 429 rate_limited with Retry-After."
         ),
     )
+    browser: bool = field(
+        default=True,
+        metadata=_doc(
+            "May use the headless browser (engine browser, and auto for JavaScript pages)."
+        ),
+    )
+    browser_pages: int = field(
+        default=1, metadata=_doc("Browser pages one caller of this class may have open at once.")
+    )
+    browser_pages_total: int = field(
+        default=2,
+        metadata=_doc("Browser pages all callers of this class together may have open at once."),
+    )
+    browser_timeout_s: float = field(
+        default=15.0,
+        metadata=_doc(
+            "Deadline for one browser page: load, waiting and extraction (also within timeout_s)."
+        ),
+    )
 
 
 def _fleet_defaults() -> ClassSettings:
@@ -180,6 +199,9 @@ def _fleet_defaults() -> ClassSettings:
         max_redirects=10,
         max_links=10_000,
         max_inflight=256,
+        browser_pages=4,
+        browser_pages_total=4,
+        browser_timeout_s=30.0,
     )
 
 
@@ -210,6 +232,54 @@ class EgressSettings:
         metadata=_doc(
             "Lab/test only: static host -> addresses, applied before DNS like curl --resolve; "
             "the addresses are still classified."
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class BrowserSettings:
+    """The guarded headless browser (docs/browser.md); per-class limits are in [classes]."""
+
+    enabled: bool = field(
+        default=True,
+        metadata=_doc("Use a browser when Chromium is installed (false: engine http only)."),
+    )
+    executable: str = field(
+        default="/usr/lib/chromium/chromium-headless-shell",
+        metadata=_doc("Chromium binary (Debian package chromium-headless-shell)."),
+    )
+    max_pages: int = field(
+        default=4, metadata=_doc("Browser pages open at once across all callers.")
+    )
+    max_subresources: int = field(
+        default=300,
+        metadata=_doc("Requests and tunnels one page may open; past it the page fails."),
+    )
+    max_page_bytes: int = field(
+        default=32 << 20,
+        metadata=_doc("Bytes one page may move through the guard proxy.", size=True),
+    )
+    max_dom_bytes: int = field(
+        default=8 << 20,
+        metadata=_doc("Largest rendered DOM (serialized HTML) handed to rendering.", size=True),
+    )
+    page_heap_bytes: int = field(
+        default=256 << 20,
+        metadata=_doc("JavaScript heap per page; a page over it crashes its tab.", size=True),
+    )
+    block_media: bool = field(
+        default=True,
+        metadata=_doc("Do not load images, fonts, audio and video (they do not change the text)."),
+    )
+    network_quiet_s: float = field(
+        default=0.5,
+        metadata=_doc("After DOMContentLoaded, wait until the page's network is this long idle."),
+    )
+    netns: str = field(
+        default="auto",
+        metadata=_doc(
+            "Run Chromium in a network namespace reaching only the guard proxy: auto "
+            "(where the machine allows it), on (fail otherwise) or off."
         ),
     )
 
@@ -258,6 +328,7 @@ class Settings:
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=_doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=_doc("[egress]"))
+    browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=_doc("[browser]"))
     callers: tuple[Caller, ...] = field(
         default=(),
         metadata=_doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
@@ -589,6 +660,21 @@ def validate(settings: Settings, where: str) -> None:
         _check_cidr(cidr, where, "egress.extra_public_cidrs")
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
+    for cls_name in CALLER_CLASSES:
+        c = settings.classes.get(cls_name)
+        for fname in ("browser_pages", "browser_pages_total", "browser_timeout_s"):
+            if getattr(c, fname) <= 0:
+                raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
+    b = settings.browser
+    for fname in ("max_pages", "max_subresources", "max_page_bytes", "max_dom_bytes"):
+        if getattr(b, fname) < 1:
+            raise ConfigError(f"{where}: browser.{fname}: must be positive")
+    if b.page_heap_bytes < 16 << 20:
+        raise ConfigError(f"{where}: browser.page_heap_bytes: must be at least 16MiB")
+    if b.network_quiet_s < 0:
+        raise ConfigError(f"{where}: browser.network_quiet_s: must be 0 or more")
+    if b.netns not in ("auto", "on", "off"):
+        raise ConfigError(f"{where}: browser.netns: use auto, on or off")
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(settings.batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")

@@ -19,6 +19,7 @@ code (a test keeps the two in step).
     ├── QuotaExceeded          (429 quota_exceeded)
     │   ├── ServiceBusy        (503 service_busy)
     │   └── RateLimited        (429 rate_limited)
+    ├── BrowserUnavailable     (503 browser_unavailable)  no Chromium / Playwright here
     ├── Blocked                (403 blocked_address)
     │   └── RobotsDisallowed   (403 robots_disallowed)
     └── UpstreamError          (502 upstream_error)
@@ -29,7 +30,9 @@ code (a test keeps the two in step).
         ├── TooLarge           (502 too_large)
         ├── UnsupportedEncoding     (502 unsupported_encoding)
         ├── UnsupportedContentType  (502 unsupported_content_type)
+        ├── BrowserFailed      (502 browser_error)     the page crashed or the browser died
         └── UpstreamTimeout    (504 upstream_timeout)
+            └── BrowserTimeout (504 browser_timeout)
 
 Foreign exceptions (aiohttp, sqlite3, …) are translated once, at the layer that meets them,
 with ``raise SomeSiftError(...) from exc``; nothing above that layer sees them.
@@ -210,6 +213,35 @@ class UpstreamTimeout(UpstreamError):
     status = 504
     default_hint = (
         "The upstream was too slow; retry later or raise timeout_s within your class limit."
+    )
+
+
+BROWSER_INSTALL_HINT = (
+    "Install Chromium on the server: apt-get install --no-install-recommends "
+    "chromium-headless-shell, and Playwright: pip install 'sift[browser]' "
+    "(see docs/browser.md); or fetch with engine=http."
+)
+
+
+class BrowserUnavailable(SiftError):
+    code = "browser_unavailable"
+    status = 503
+    default_hint = BROWSER_INSTALL_HINT
+
+
+class BrowserFailed(UpstreamError):
+    code = "browser_error"
+    default_hint = (
+        "The page crashed the browser tab (often: it used more memory than allowed) or the "
+        "browser exited; retry, or fetch with engine=http."
+    )
+
+
+class BrowserTimeout(UpstreamTimeout):
+    code = "browser_timeout"
+    default_hint = (
+        "The page did not load (or wait_for did not appear) within the deadline; retry, "
+        "raise timeout_s within your class limit, or fetch with engine=http."
     )
 
 

@@ -20,6 +20,9 @@ from sift.errors import BadRequest
 
 Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
+# auto: HTTP, and the browser when the page looks like a JavaScript shell (docs/browser.md).
+Engine = Literal["auto", "http", "browser"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 MAX_URL_BYTES = 8 << 10
 # What every URL must start with (after leading whitespace), as the schemas state it; the
 # full rules are ``sift.fetch.url``'s.
@@ -49,6 +52,8 @@ class FetchOptions:
     max_age_s: int | None = None
     timeout_s: float | None = None
     robots: bool = True
+    engine: Engine = "auto"
+    wait_for: str | None = None  # CSS selector the browser waits for (within the deadline)
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
@@ -107,11 +112,14 @@ def parse_options(
                 out[name] = value
         elif name in ("main_content", "links", "robots"):
             out[name] = _bool(name, value, from_query, problems)
-        elif name == "selector":
+        elif name in ("selector", "wait_for"):
             if not isinstance(value, str) or not 0 < len(value) <= MAX_SELECTOR_CHARS:
-                problems.append(
-                    f"selector: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars"
-                )
+                problems.append(f"{name}: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars")
+            else:
+                out[name] = value
+        elif name == "engine":
+            if value not in ENGINES:
+                problems.append(f"engine: expected one of {', '.join(ENGINES)}")
             else:
                 out[name] = value
         elif name == "exclude":
@@ -173,5 +181,16 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
         raise BadRequest(
             "robots: restricted callers always obey robots.txt",
             hint="Drop robots=false, or ask the operator for a fleet key.",
+        )
+    if opts.engine == "browser" and not limits.browser:
+        raise BadRequest(
+            f"engine: the {caller_class} class may not use the browser",
+            hint="Use engine=http (or auto), or ask the operator to set "
+            f"classes.{caller_class}.browser = true.",
+        )
+    if opts.wait_for is not None and opts.engine == "http":
+        raise BadRequest(
+            "wait_for: only the browser waits for selectors",
+            hint="Drop wait_for, or use engine=browser or auto.",
         )
     return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())

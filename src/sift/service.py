@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -21,22 +22,32 @@ from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeVar
 
+from sift.browser import Browser
 from sift.config import CALLER_CLASSES, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
-from sift.errors import SiftError, SnapshotGone, UpstreamTimeout
+from sift.errors import (
+    BrowserTimeout,
+    BrowserUnavailable,
+    RobotsDisallowed,
+    SiftError,
+    SnapshotGone,
+    UpstreamTimeout,
+)
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target, egress_scope
 from sift.fetch.policy import RESTRICTED_PORTS
 from sift.hotcache import BytesLRU, HotCache
 from sift.inflight import InflightLimiter
 from sift.jsonio import dumps, loads
 from sift.metrics import Metrics
-from sift.options import Effective, FetchOptions, apply_class
+from sift.options import Effective, Engine, FetchOptions, apply_class
 from sift.principal import Principal
 from sift.render import RenderOptions, cap
 from sift.render.extras import cap_links, cap_title
 from sift.snapshot import Snapshot, cheap_to_render, render_call
 
 CacheState = Literal["hit", "miss", "revalidated"]
+# How the browser gets a page (the fetcher's place in the pipeline): url, policy, robots.
+Loader = Callable[[str, FetchPolicy, "RobotsChecker | None"], Awaitable[FetchResult]]
 CHECKED_URLS_MAX = 10_000
 COUNTER_FLUSH_S = 5.0
 T = TypeVar("T")
@@ -83,8 +94,10 @@ class Service:
         render_executor: Executor | None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        browser: Browser | None = None,
     ) -> None:
         self.settings = settings
+        self.browser = browser  # None or absent: engine "browser" fails, "auto" stays HTTP
         self.adb = adb
         self.fetcher = fetcher
         self.metrics = metrics or Metrics()
@@ -195,36 +208,118 @@ class Service:
             exclude=opts.exclude,
             links=opts.links,
         )
-        page_key = self._page_key(target.url, opts, policy)
+        engine: Engine = "browser" if opts.engine == "browser" else "http"
+        extra: tuple[str, ...] = ()
+        if opts.engine == "browser" and not self._browser_usable():
+            raise BrowserUnavailable(self._browser_absent_reason())
+        try:
+            snap, state, memo = await self._snapshot(
+                principal, opts, eff, policy, target, ropts, engine
+            )
+        except SnapshotGone:
+            if opts.engine != "auto":
+                raise
+            engine = "browser"  # auto's continuation may point into a browser snapshot
+            snap, state, memo = await self._snapshot(
+                principal, opts, eff, policy, target, ropts, engine
+            )
+        if (
+            opts.engine == "auto"
+            and engine == "http"
+            and opts.digest is None
+            and "js_required_suspected" in snap.rendered.warnings
+            and limits.browser
+            and self._browser_usable()
+        ):
+            # The page looks like a JavaScript shell: render what the browser builds instead.
+            # Should the browser fail, the HTTP snapshot (fetched under the same guard)
+            # is still the answer, with a warning.
+            try:
+                snap, state, memo = await self._snapshot(
+                    principal, opts, eff, policy, target, ropts, "browser"
+                )
+                engine = "browser"
+            except SiftError as exc:
+                self.metrics.errors.labels(exc.code).inc()
+                extra, memo = (*extra, "browser_failed"), None
+        self._cache_counters[state].inc()
+        self._count(state)
+        return self._envelope(snap, opts, eff, state, limits.max_links, engine, extra), memo
+
+    def _browser_usable(self) -> bool:
+        return self.browser is not None and self.browser.available
+
+    def _browser_absent_reason(self) -> str:
+        if self.browser is None:
+            return "This sift runs without a browser."
+        return (self.browser.launcher.absent_reason() or "The browser is not available") + "."
+
+    async def _snapshot(
+        self,
+        principal: Principal,
+        opts: FetchOptions,
+        eff: Effective,
+        policy: FetchPolicy,
+        target: Target,
+        ropts: RenderOptions,
+        engine: Engine,
+    ) -> tuple[Snapshot, CacheState, _Memo | None]:
+        """The snapshot one engine serves for this request (cache, fetch or load, render)."""
+        page_key = self._page_key(target.url, opts, policy, engine)
         render_key = f"{_render_options_key(ropts)} {page_key}"
         now = int(self._clock())
         memo: _Memo | None = None
         if opts.digest is not None:
             snap = await self._snapshot_by_digest(page_key, opts.digest, ropts, render_key, now)
-            state: CacheState = "hit"
-        else:
-            max_age_s = (
-                opts.max_age_s
-                if opts.max_age_s is not None
-                else self.settings.cache.default_max_age_s
-            )
-            robots = self.robots_checker(principal) if opts.robots else None
-            # The shared fetch runs with the class deadline; this caller's timeout_s bounds
-            # only its own wait (see _current_snapshot).
-            shared = self.policy_for(principal, limits.timeout_s)
-            snap, state = await self._current_snapshot(
-                opts, shared, eff.timeout_s, robots, page_key, ropts, render_key, max_age_s, now
-            )
-            page = self._hot.peek_page(page_key)
-            if state == "hit" and page is not None and page.digest == snap.digest:
-                memo = _Memo(b"", page_key, page, page.fetched_at + max_age_s)
-        self._cache_counters[state].inc()
-        self._count(state)
-        return self._envelope(snap, opts, eff, state, limits.max_links), memo
+            return snap, "hit", None
+        max_age_s = (
+            opts.max_age_s if opts.max_age_s is not None else self.settings.cache.default_max_age_s
+        )
+        robots = self.robots_checker(principal) if opts.robots else None
+        # The shared fetch runs with the class deadline; this caller's timeout_s bounds only
+        # its own wait (see _current_snapshot).
+        limits = self.settings.classes.get(principal.caller_class)
+        shared = self.policy_for(principal, limits.timeout_s)
+        load = self._loader(principal, opts, engine)
+        snap, state = await self._current_snapshot(
+            opts, shared, eff.timeout_s, robots, page_key, ropts, render_key, max_age_s, now, load
+        )
+        page = self._hot.peek_page(page_key)
+        if state == "hit" and page is not None and page.digest == snap.digest:
+            memo = _Memo(b"", page_key, page, page.fetched_at + max_age_s)
+        return snap, state, memo
 
-    def _count(self, name: str) -> None:
+    def _loader(self, principal: Principal, opts: FetchOptions, engine: Engine) -> Loader | None:
+        """How a page is got for ``engine``: ``None`` for the fetcher (HTTP, conditional),
+        else a browser load with this caller's page slots. The load may be shared (single
+        flight), so it runs with the class deadline; each waiter bounds its own wait."""
+        if engine == "http":
+            return None
+        browser = self.browser
+        assert browser is not None
+        limits = self.settings.classes.get(principal.caller_class)
+
+        async def load(url: str, policy: FetchPolicy, robots: RobotsChecker | None) -> FetchResult:
+            if robots is not None and not await robots.allowed(url):
+                raise RobotsDisallowed("robots.txt disallows this URL.")
+            result = await browser.load(
+                url,
+                policy,
+                caller=principal.name,
+                caller_pages=limits.browser_pages,
+                caller_class=principal.caller_class,
+                class_pages=limits.browser_pages_total,
+                deadline_s=min(limits.timeout_s, limits.browser_timeout_s),
+                wait_for=opts.wait_for,
+            )
+            self._count("browser_pages")
+            return result
+
+        return load
+
+    def _count(self, name: str, n: int = 1) -> None:
         """Count into the persistent counters (``sift stats``), written every few seconds."""
-        self._pending[name] = self._pending.get(name, 0) + 1
+        self._pending[name] = self._pending.get(name, 0) + n
         now = time.monotonic()
         if now - self._flushed_at >= COUNTER_FLUSH_S and self._flush_task is None:
             self._flushed_at = now
@@ -274,7 +369,9 @@ class Service:
             self._robots[key] = checker
         return checker
 
-    def _page_key(self, normalized_url: str, opts: FetchOptions, policy: FetchPolicy) -> str:
+    def _page_key(
+        self, normalized_url: str, opts: FetchOptions, policy: FetchPolicy, engine: Engine
+    ) -> str:
         # The whole egress scope is part of the key (private access and ranges, ports,
         # redirect count, size limits; and whether robots.txt was obeyed): a page fetched
         # under one policy is never served to a caller whose policy would have refused a
@@ -283,7 +380,13 @@ class Service:
         # re-checking them: a re-check without I/O cannot redo what the guard decided on
         # resolved addresses, and pages per policy cost little (bodies are shared, by
         # digest). Continuations (digest) and batch targets use the same key.
+        # So is the engine: an HTTP body is never served for a browser request or the
+        # reverse (and wait_for changes what the browser reads).
         suffix = "" if opts.robots else "-norobots"
+        if engine == "browser":
+            suffix += "-browser"
+            if opts.wait_for:  # hashed: the key's first space must stay the URL's separator
+                suffix += "-wait:" + hashlib.sha256(opts.wait_for.encode()).hexdigest()[:16]
         return f"{egress_scope(policy)}{suffix} {normalized_url}"
 
     async def _current_snapshot(
@@ -297,6 +400,7 @@ class Service:
         render_key: str,
         max_age_s: int,
         now: int,
+        load: Loader | None = None,
     ) -> tuple[Snapshot, CacheState]:
         """The page's snapshot, from the cache or one shared fetch under ``policy``.
 
@@ -321,10 +425,12 @@ class Service:
             async with asyncio.timeout(wait_s):
                 fresh, body, state, new_body = await self._once(
                     ("fetch", page_key, max_age_s > 0, policy),
-                    lambda: self._refresh(page_key, opts, policy, robots, page, now),
+                    lambda: self._refresh(page_key, opts, policy, robots, page, now, load),
                     cancel_abandoned=True,
                 )
         except TimeoutError as exc:
+            if load is not None:  # a browser load: the caller learns which engine was slow
+                raise BrowserTimeout(f"The page did not load within {wait_s:g} s.") from exc
             raise UpstreamTimeout(f"The fetch did not finish within {wait_s:g} s.") from exc
         snap = await self._snapshot_for_page(
             fresh, ropts, render_key, now, body=body, new_body=new_body
@@ -340,10 +446,16 @@ class Service:
         robots: RobotsChecker | None,
         stale: PageEntry | None,
         now: int,
+        load: Loader | None = None,
     ) -> tuple[PageEntry, bytes, CacheState, bool]:
         """Fetch (conditionally, when a stale entry has validators) and store the page.
 
-        Also says whether the body is new to the cache (then no render of it exists)."""
+        Also says whether the body is new to the cache (then no render of it exists).
+        With ``load`` (the browser), the page is loaded whole, never conditionally."""
+        if load is not None:
+            loaded = await load(opts.url, policy, robots)
+            page, new_body = await self._store(page_key, loaded, now)
+            return page, loaded.body, "miss", new_body
         conditional = stale is not None and (stale.etag or stale.last_modified)
         started = time.perf_counter()
         result = await self.fetcher.fetch(
@@ -529,6 +641,8 @@ class Service:
         eff: Effective,
         state: CacheState,
         max_links: int,
+        engine: Engine,
+        extra: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         piece = cap(snap.rendered.content, opts.offset, eff.max_bytes)
         # Title and links are held to the cap too (render/extras.py); the snapshot keeps them.
@@ -551,6 +665,7 @@ class Service:
             "fetched_at": snap.fetched_at,
             "cache": state,
             "digest": snap.digest,
+            "engine": engine,
         }
         if opts.links:
             env["links"], links_cut = cap_links(snap.rendered.links, max_links, eff.max_bytes)
@@ -558,7 +673,10 @@ class Service:
                 extra_warnings.append("links_truncated")
         if snap.retry_after is not None:
             env["retry_after"] = snap.retry_after
-        env["warnings"] = [*eff.warnings, *snap.rendered.warnings, *extra_warnings]
+        warnings = snap.rendered.warnings
+        if engine == "browser":  # the browser ran the scripts: the shell warning is moot
+            warnings = [w for w in warnings if w != "js_required_suspected"]
+        env["warnings"] = [*eff.warnings, *warnings, *extra, *extra_warnings]
         return env
 
 

@@ -23,6 +23,7 @@ from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
+from sift.browser import Browser
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
 from sift.fetch import Fetcher
@@ -41,6 +42,7 @@ def create_app(
     fetcher: Fetcher,
     *,
     render_executor: Executor | None = None,
+    browser: Browser | None = None,
 ) -> SiftApp:
     """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_executor`` and closes them.
 
@@ -48,6 +50,8 @@ def create_app(
     pool so rendering uses every core.
     """
     metrics = Metrics()
+    # Launched lazily, on the first page that needs it (absent when Chromium is not here).
+    browser = browser or Browser(settings.browser, fetcher, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -57,7 +61,7 @@ def create_app(
         await fetcher.start()
         app.state.adb = adb
         app.state.service = Service(
-            settings, adb, fetcher, render_executor=executor, metrics=metrics
+            settings, adb, fetcher, render_executor=executor, metrics=metrics, browser=browser
         )
         # Everything allocated so far (modules, schemas, settings) lives for the whole run:
         # move it out of the collector's reach so full collections stay short under load.
@@ -75,6 +79,7 @@ def create_app(
             if access_log is not None:
                 access_log.flush()
             await app.state.service.close()
+            await browser.close()
             await fetcher.close()
             executor.shutdown(wait=True, cancel_futures=True)
             await adb.close()
@@ -107,7 +112,8 @@ def create_app(
     async def healthz() -> Response:
         adb: AsyncDB = app.state.adb
         await adb.run(DB.check)
-        return Response(dumps({"ok": True, "version": __version__}), media_type="application/json")
+        body = {"ok": True, "version": __version__, "browser": browser.state}
+        return Response(dumps(body), media_type="application/json")
 
     @app.get(
         "/metrics",

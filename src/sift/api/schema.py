@@ -65,6 +65,17 @@ class FetchRequest(BaseModel):
         None, gt=0, le=86400, description="Total fetch deadline; clamped to the class limit."
     )
     robots: bool = Field(True, description="Obey robots.txt (only fleet may pass false).")
+    engine: Literal["auto", "http", "browser"] = Field(
+        "auto",
+        description="http: plain HTTP; browser: load the page in the guarded headless browser; "
+        "auto: HTTP, then the browser when the page looks like a JavaScript shell.",
+    )
+    wait_for: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_SELECTOR_CHARS,
+        description="Browser only: CSS selector to wait for before reading the page.",
+    )
 
 
 class Link(BaseModel):
@@ -91,6 +102,7 @@ class FetchEnvelope(BaseModel):
     fetched_at: int
     cache: Literal["hit", "miss", "revalidated"]
     digest: str
+    engine: Literal["http", "browser"] = Field(description="Which engine built this content.")
     links: list[Link] | None = None
     retry_after: int | None = Field(
         None,
@@ -103,6 +115,10 @@ class FetchEnvelope(BaseModel):
 class Health(BaseModel):
     ok: bool
     version: str
+    browser: Literal["absent", "ready", "broken"] = Field(
+        description="absent: no Chromium (or disabled); ready: usable; broken: it failed to "
+        "start or keeps dying."
+    )
 
 
 class ErrorBody(BaseModel):

@@ -151,6 +151,21 @@ class Fetcher:
             self.guard.vet([target.ip], target.port, policy)
         return target
 
+    async def vetted_addresses(self, target: Target, policy: FetchPolicy) -> list[str]:
+        """Resolve ``target``'s host once and vet every answer: the IP literals a connection
+        for ``policy`` may be opened to, in order. Raises ``Blocked`` if any answer is refused
+        (one bad answer refuses the name) and ``DnsFailure`` if the name does not resolve.
+
+        The one "resolve once and vet" step of sift: the fetcher and the browser's proxy
+        (``sift.browser.proxy``) both connect only to what this returns, by literal, so a
+        second lookup can never rebind the name.
+        """
+        if target.ip is not None:
+            addresses = [target.ip]
+        else:
+            addresses = await self._resolver.resolve(target.host, target.port)
+        return self.guard.vet(addresses, target.port, policy)
+
     async def fetch(
         self,
         url: str,
@@ -266,13 +281,9 @@ class Fetcher:
         timings: dict[str, float],
     ) -> aiohttp.ClientResponse:
         """Resolve once, vet every answer, send to the first vetted address that connects."""
-        if target.ip is not None:
-            addresses = [target.ip]
-        else:
-            resolve_started = time.perf_counter()
-            addresses = await self._resolver.resolve(target.host, target.port)
-            timings["resolve_s"] += time.perf_counter() - resolve_started
-        vetted = self.guard.vet(addresses, target.port, policy)
+        resolve_started = time.perf_counter()
+        vetted = await self.vetted_addresses(target, policy)
+        timings["resolve_s"] += time.perf_counter() - resolve_started
         headers = {"Host": target.netloc}
         if etag:
             headers["If-None-Match"] = etag

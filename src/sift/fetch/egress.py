@@ -22,6 +22,7 @@ told to ask for a fleet key, a fleet caller to ask the operator to allow the ran
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import logging
@@ -227,6 +228,18 @@ class EgressGuard:
         except ValueError as exc:
             raise ConfigError(f"own listening address: {exc}") from exc
         self._memo: dict[str, tuple[IPAddress, str, Category]] = {}
+
+    def add_own(self, entry: str) -> None:
+        """Refuse ``entry`` (``"ip:port"`` or ``"[v6]:port"``) for every policy from now on:
+        a listener sift opens after start-up (the browser's guard proxies)."""
+        self._own = (*self._own, _parse_own(entry))
+
+    def remove_own(self, entry: str) -> None:
+        """Undo one ``add_own`` (the listener is closed)."""
+        own = list(self._own)
+        with contextlib.suppress(ValueError):
+            own.remove(_parse_own(entry))
+        self._own = tuple(own)
 
     def category(self, address: IPAddress) -> Category:
         """The category of an unwrapped address, with ``extra_public_cidrs`` applied."""

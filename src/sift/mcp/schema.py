@@ -14,6 +14,7 @@ import mcp.types as types
 
 from sift.batch.submit import MAX_IDEM_KEY_CHARS
 from sift.options import (
+    ENGINES,
     FORMATS,
     MAX_EXCLUDES,
     MAX_INT,
@@ -56,6 +57,21 @@ _SELECTOR: Final = {
     "maxLength": MAX_SELECTOR_CHARS,
     "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
     "'article' or '#content'.",
+}
+_ENGINE: Final = {
+    "type": "string",
+    "enum": list(ENGINES),
+    "default": "auto",
+    "description": "auto (default): plain HTTP, and a headless browser when the page looks "
+    "like a JavaScript shell; http: never the browser; browser: always load the page in "
+    "the browser (slower; for pages that build their text with JavaScript).",
+}
+_WAIT_FOR: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SELECTOR_CHARS,
+    "description": "Browser only: CSS selector to wait for before reading the page (for "
+    "pages that load their text late), e.g. '#results li'.",
 }
 _MAX_BYTES_BATCH: Final = {
     "type": "integer",
@@ -111,6 +127,8 @@ FETCH_TOOL: Final = types.Tool(
             },
             "main_content": _MAIN_CONTENT,
             "selector": _SELECTOR,
+            "engine": _ENGINE,
+            "wait_for": _WAIT_FOR,
         },
         "required": ["url"],
         "additionalProperties": False,

@@ -297,7 +297,8 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         "---",
         f"title: {title}",
         f"final_url: {envelope['final_url']}",
-        f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}",
+        f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}"
+        + (" | engine browser" if envelope.get("engine") == "browser" else ""),
         f"bytes: {start}-{end} of {envelope['total_bytes']} | "
         f"truncated: {'yes' if truncated else 'no'}",
     ]
@@ -323,6 +324,10 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         parts.append(f"selector={json.dumps(args['selector'])}")
     if args.get("max_bytes") is not None:
         parts.append(f"max_bytes={args['max_bytes']}")
+    if envelope.get("engine") == "browser" and args.get("engine") == "browser":
+        parts.append('engine="browser"')
+    if args.get("wait_for") is not None:
+        parts.append(f"wait_for={json.dumps(args['wait_for'])}")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"
