@@ -196,6 +196,55 @@ class EgressSettings:
             "the addresses are still classified."
         ),
     )
+    own_addresses: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            'sift\'s own addresses besides the bound one ("ip", "ip:port", "[v6]:port"), '
+            "refused as fetch targets: e.g. the public address behind a wildcard bind."
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """Bounds on sift's own HTTP listener: what one connection may hold before a request."""
+
+    max_connections: int = field(
+        default=1000,
+        metadata=_doc(
+            "Open client connections; at the limit the oldest idle or half-sent one is closed, "
+            "else the new one gets 503 too_many_connections."
+        ),
+    )
+    head_timeout_s: float = field(
+        default=10.0,
+        metadata=_doc(
+            "Deadline for a request head (line + headers), from connect or the previous "
+            "response; then 408 request_timeout."
+        ),
+    )
+    max_head_bytes: int = field(
+        default=64 << 10,
+        metadata=_doc(
+            "Largest request head (line + headers); beyond it 431 header_too_large.", size=True
+        ),
+    )
+    keep_alive_s: int = field(
+        default=5, metadata=_doc("Idle seconds after which a kept-alive connection is closed.")
+    )
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Anonymous mode: Host names served besides loopback ones (localhost, 127.0.0.1, ::1)."
+        ),
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Browser origins (scheme://host[:port]) allowed besides loopback ones, in anonymous "
+            "mode and on /mcp."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -242,6 +291,9 @@ class Settings:
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=_doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=_doc("[egress]"))
+    listener: ListenerSettings = field(
+        default_factory=ListenerSettings, metadata=_doc("[listener]")
+    )
     callers: tuple[Caller, ...] = field(
         default=(),
         metadata=_doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
@@ -569,6 +621,7 @@ def validate(settings: Settings, where: str) -> None:
                 raise ConfigError(f"{where}: classes.{cls_name}.extra_ports: bad port {port}")
     for cidr in settings.egress.extra_public_cidrs:
         _check_cidr(cidr, where, "egress.extra_public_cidrs")
+    _check_listener(settings.listener, where)
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
@@ -583,6 +636,20 @@ def validate(settings: Settings, where: str) -> None:
             raise ConfigError(f"{where}: callers: {caller.name!r} reuses another caller's key")
         names.add(caller.name)
         digests.add(caller.key_sha256)
+
+
+def _check_listener(listener: ListenerSettings, where: str) -> None:
+    for fname in ("max_connections", "max_head_bytes"):
+        if getattr(listener, fname) < 1:
+            raise ConfigError(f"{where}: listener.{fname}: must be at least 1")
+    for fname in ("head_timeout_s", "keep_alive_s"):
+        if getattr(listener, fname) <= 0:
+            raise ConfigError(f"{where}: listener.{fname}: must be positive")
+    for origin in listener.allowed_origins:
+        if not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise ConfigError(
+                f"{where}: listener.allowed_origins: bad origin {origin!r}; use scheme://host[:port]"
+            )
 
 
 def _check_cidr(cidr: str, where: str, key: str) -> None:
