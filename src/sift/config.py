@@ -622,6 +622,8 @@ def validate(settings: Settings, where: str) -> None:
     for cidr in settings.egress.extra_public_cidrs:
         _check_cidr(cidr, where, "egress.extra_public_cidrs")
     _check_listener(settings.listener, where)
+    for entry in settings.egress.own_addresses:
+        _check_own_address(entry, where)
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
@@ -650,6 +652,25 @@ def _check_listener(listener: ListenerSettings, where: str) -> None:
             raise ConfigError(
                 f"{where}: listener.allowed_origins: bad origin {origin!r}; use scheme://host[:port]"
             )
+
+
+def _check_own_address(entry: str, where: str) -> None:
+    """``ip``, ``ip:port``, ``[v6]`` or ``[v6]:port`` (the guard parses them at start)."""
+    text = entry.strip()
+    host, port = text, "1"
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":") if rest else "1"
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    try:
+        ipaddress.ip_address(host)
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(port)
+    except ValueError:
+        raise ConfigError(
+            f"{where}: egress.own_addresses: bad address {entry!r}; use ip, ip:port or [v6]:port"
+        ) from None
 
 
 def _check_cidr(cidr: str, where: str, key: str) -> None:
