@@ -19,6 +19,9 @@ import httpx
 import pytest
 
 from servehelpers import Served, sift_serve, write_config
+from sift.api.listener import FD_RESERVE, effective_max_connections
+from sift.config import load_settings
+from sift.errors import ConfigError
 
 PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
 
@@ -187,3 +190,32 @@ def test_connection_limit_refuses_clearly_when_every_slot_serves_a_request(
             if r.status_code == 200:
                 break
         assert r.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("listener.max_connections", "0", "listener.max_connections: must be at least 1"),
+        ("listener.max_head_bytes", "0", "listener.max_head_bytes: must be at least 1"),
+        ("listener.head_timeout_s", "0", "listener.head_timeout_s: must be positive"),
+        (
+            "listener.allowed_origins",
+            "tool.example",
+            "listener.allowed_origins: bad origin 'tool.example'; use scheme://host[:port]",
+        ),
+        (
+            "egress.own_addresses",
+            "[::1]:99999",
+            "egress.own_addresses: bad address '[::1]:99999'; use ip, ip:port or [v6]:port",
+        ),
+    ],
+)
+def test_listener_settings_are_validated(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, env={}, overrides={key: value})
+    assert info.value.message == f"defaults: {message}"
+
+
+def test_open_files_leave_room_for_the_reserve() -> None:
+    assert effective_max_connections(1000, 1024) == 1024 - FD_RESERVE
+    assert effective_max_connections(1000, 65536) == 1000
