@@ -28,7 +28,6 @@ most ``LINGER_BYTES``) so the answer is not lost to a TCP reset.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import resource
 from dataclasses import dataclass
@@ -46,7 +45,6 @@ log = logging.getLogger("sift.listener")
 
 LINGER_S: Final = 1.0  # how long a refused connection's remaining input is drained
 LINGER_BYTES: Final = 64 << 10  # ... and how much of it, before closing regardless
-_AGE = itertools.count()  # orders waits for a head: accept order, not the loop's coarse clock
 FD_RESERVE: Final = 256  # descriptors kept for the database, render pipes, upstream pools
 
 
@@ -74,6 +72,13 @@ def raw_error(err: SiftError) -> bytes:
     return b"".join([*head, b"\r\n", body])
 
 
+# The overridden methods run once or more per request: plain function calls, not super().
+_feed = HttpToolsProtocol.data_received
+_headers_complete = HttpToolsProtocol.on_headers_complete
+_message_complete = HttpToolsProtocol.on_message_complete
+_response_complete = HttpToolsProtocol.on_response_complete
+
+
 class GuardedHttpTools(HttpToolsProtocol):
     """``HttpToolsProtocol`` with a head deadline, a head size cap and a connection limit.
 
@@ -82,6 +87,10 @@ class GuardedHttpTools(HttpToolsProtocol):
     """
 
     limits: ClassVar[ListenerLimits]
+    max_head_bytes: ClassVar[int]  # limits.max_head_bytes, one lookup less per read
+    # Connections waiting for a head, oldest wait first (dicts keep insertion order), so
+    # finding the one to close at the limit is O(1) however many connections are open.
+    waiting: ClassVar[dict[GuardedHttpTools, None]]
 
     def __init__(
         self,
@@ -94,7 +103,6 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._in_head = True  # the next bytes belong to a request head
         self._head_bytes = 0  # head bytes received so far (plus at most one read)
         self._head_since = 0.0  # when the wait for the current head began (loop time)
-        self._head_age = 0  # the same moment as a sequence number, to pick the oldest
         self._head_timer: asyncio.TimerHandle | None = None
         self._served = False  # answered a request already (so an idle wait is keep-alive)
         self._refused = False
@@ -105,12 +113,13 @@ class GuardedHttpTools(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
         self._head_since = self.loop.time()
-        self._head_age = next(_AGE)
+        self.waiting[self] = None
         self._head_timer = self.loop.call_later(self.limits.head_timeout_s, self._head_deadline)
         if len(self.connections) > self.limits.max_connections:
             self._make_room()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.waiting.pop(self, None)
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -118,19 +127,12 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def _make_room(self) -> None:
         """Close the oldest connection waiting for a head, or refuse this one."""
-        victim: GuardedHttpTools | None = None
-        for conn in self.connections:
-            if (
-                conn is not self
-                and isinstance(conn, GuardedHttpTools)
-                and conn._waiting_for_head()
-                and (victim is None or conn._head_age < victim._head_age)
-            ):
-                victim = conn
+        victim = next((c for c in self.waiting if c is not self and c._waiting_for_head()), None)
         if victim is None:
             log.warning("connection refused: all %d slots serve requests", len(self.connections))
             self._refuse(self._too_many())
         elif victim._served and not victim._head_bytes:  # idle keep-alive: nothing to answer
+            victim.waiting.pop(victim, None)
             victim.connections.discard(victim)
             victim.transport.close()
         else:
@@ -181,13 +183,13 @@ class GuardedHttpTools(HttpToolsProtocol):
                 self.transport.close()
             return
         if not self._in_head:
-            super().data_received(data)
+            _feed(self, data)
             return
         self._head_bytes += len(data)
-        super().data_received(data)
+        _feed(self, data)
         if (
-            self._in_head
-            and self._head_bytes > self.limits.max_head_bytes
+            self._head_bytes > self.max_head_bytes
+            and self._in_head
             and not self.transport.is_closing()
         ):
             self._refuse(
@@ -197,25 +199,29 @@ class GuardedHttpTools(HttpToolsProtocol):
             )
 
     def on_headers_complete(self) -> None:
+        self.waiting.pop(self, None)
         self._in_head = False
         self._head_bytes = 0
-        super().on_headers_complete()
+        _headers_complete(self)
 
     def on_message_complete(self) -> None:
         self._in_head = True
-        super().on_message_complete()
+        _message_complete(self)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        _response_complete(self)
         self._served = True
         self._head_since = self.loop.time()
-        self._head_age = next(_AGE)
+        # To the end of the line (a pipelined request may have left an entry further up:
+        # it only ages that entry, which is skipped while its request is in progress).
+        self.waiting[self] = None
 
     # -- refusing
 
     def _refuse(self, err: SiftError) -> None:
         """Answer ``err`` and close, draining input for ``LINGER_S`` so the client reads it."""
         self._refused = True
+        self.waiting.pop(self, None)
         self.connections.discard(self)
         transport = self.transport
         transport.write(raw_error(err))
@@ -229,7 +235,11 @@ class GuardedHttpTools(HttpToolsProtocol):
 
 def guarded_protocol(limits: ListenerLimits) -> type[GuardedHttpTools]:
     """A ``GuardedHttpTools`` subclass bound to ``limits``, for ``uvicorn.run(http=...)``."""
-    return type("SiftHttpProtocol", (GuardedHttpTools,), {"limits": limits})
+    return type(
+        "SiftHttpProtocol",
+        (GuardedHttpTools,),
+        {"limits": limits, "max_head_bytes": limits.max_head_bytes, "waiting": {}},
+    )
 
 
 def raise_open_files_limit() -> int:
