@@ -81,6 +81,7 @@ def open_files() -> Iterator[None]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(180)  # 1,100 sockets, one server start: generous on a loaded machine
 def test_1100_half_open_connections_do_not_lock_out_healthz(
     tmp_path: Path, open_files: None
 ) -> None:
@@ -111,85 +112,94 @@ def test_1100_half_open_connections_do_not_lock_out_healthz(
         _healthz(served)
 
 
-def test_head_deadline(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "[listener]\nhead_timeout_s = 0.5\n")
-    with sift_serve(tmp_path, config=config) as served:
-        half, silent, kept = _connect(served), _connect(served), _connect(served)
-        with half, silent, kept:
-            half.sendall(PARTIAL_HEAD)
-            # A kept-alive connection: one whole request, answered; then half of the next.
-            kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            first = b""
-            while b'"ok":true' not in first:
-                first += kept.recv(65536)
-            assert first.startswith(b"HTTP/1.1 200 OK\r\n")
-            kept.sendall(PARTIAL_HEAD)
-
-            _assert_refusal(_read_all(half), "408 Request Timeout", "request_timeout")
-            _assert_refusal(_read_all(kept), "408 Request Timeout", "request_timeout")
-            # Nothing sent, nothing to answer: closed without a word.
-            assert _read_all(silent) == b""
-        _healthz(served)
+@pytest.fixture(scope="module")
+def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One server with small bounds for the tests below (one start instead of three)."""
+    tmp = tmp_path_factory.mktemp("bounded")
+    config = write_config(
+        tmp, "[listener]\nhead_timeout_s = 0.5\nmax_head_bytes = 8192\nmax_connections = 3\n"
+    )
+    with sift_serve(tmp, config=config) as served:
+        yield served
 
 
-def test_head_size_cap(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "[listener]\nmax_head_bytes = 8192\n")
-    with sift_serve(tmp_path, config=config) as served:
-        # One byte over the cap, no end of head: refused, the answer readable.
-        with _connect(served) as sock:
-            head = PARTIAL_HEAD + b"a" * (8192 + 1 - len(PARTIAL_HEAD))
-            sock.sendall(head)
-            _assert_refusal(
-                _read_all(sock), "431 Request Header Fields Too Large", "header_too_large"
-            )
-        # A 150 MiB header: the server stops reading long before the end (the client's
-        # send fails), and keeps answering everyone else.
-        sent = 0
-        chunk = b"a" * (1 << 20)
-        with _connect(served) as sock:
-            sock.sendall(PARTIAL_HEAD)
-            with pytest.raises((BrokenPipeError, ConnectionResetError)):
-                while sent < 150 << 20:
-                    sock.sendall(chunk)
-                    sent += len(chunk)
-        assert sent < 150 << 20
-        _healthz(served)
-        # A head just under the cap is served.
-        r = httpx.get(f"{served.base_url}/healthz", headers={"X-Pad": "a" * 7000}, timeout=30)
-        assert r.status_code == 200
+def test_head_deadline(bounded: Served) -> None:
+    served = bounded
+    half, silent, kept = _connect(served), _connect(served), _connect(served)
+    with half, silent, kept:
+        half.sendall(PARTIAL_HEAD)
+        # A kept-alive connection: one whole request, answered; then half of the next.
+        kept.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = b""
+        while b'"ok":true' not in first:
+            first += kept.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+        kept.sendall(PARTIAL_HEAD)
+
+        _assert_refusal(_read_all(half), "408 Request Timeout", "request_timeout")
+        _assert_refusal(_read_all(kept), "408 Request Timeout", "request_timeout")
+        # Nothing sent, nothing to answer: closed without a word.
+        assert _read_all(silent) == b""
+    _healthz(served)
+
+
+def test_head_size_cap(bounded: Served) -> None:
+    served = bounded
+    # One byte over the cap, no end of head: refused, the answer readable.
+    with _connect(served) as sock:
+        head = PARTIAL_HEAD + b"a" * (8192 + 1 - len(PARTIAL_HEAD))
+        sock.sendall(head)
+        _assert_refusal(_read_all(sock), "431 Request Header Fields Too Large", "header_too_large")
+    # A 150 MiB header: the server stops reading long before the end (the client's
+    # send fails), and keeps answering everyone else.
+    sent = 0
+    chunk = b"a" * (1 << 20)
+    with _connect(served) as sock:
+        sock.sendall(PARTIAL_HEAD)
+        with pytest.raises((BrokenPipeError, ConnectionResetError)):
+            while sent < 150 << 20:
+                sock.sendall(chunk)
+                sent += len(chunk)
+    assert sent < 150 << 20
+    _healthz(served)
+    # A head just under the cap is served.
+    r = httpx.get(f"{served.base_url}/healthz", headers={"X-Pad": "a" * 7000}, timeout=30)
+    assert r.status_code == 200
 
 
 def test_connection_limit_refuses_clearly_when_every_slot_serves_a_request(
-    tmp_path: Path,
+    bounded: Served,
 ) -> None:
-    config = write_config(tmp_path, "[listener]\nmax_connections = 3\n")
-    with sift_serve(tmp_path, config=config) as served:
-        holders = []
-        try:
-            for _ in range(3):
-                sock = _connect(served)
-                # A whole head, half a body: a request in progress, which is never evicted.
-                sock.sendall(
-                    b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    b"Authorization: Bearer " + served.fleet_key.encode() + b"\r\n"
-                    b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"
-                )
-                holders.append(sock)
-            with _connect(served) as sock:
-                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                headers = _assert_refusal(
-                    _read_all(sock), "503 Service Unavailable", "too_many_connections"
-                )
-                assert headers["retry-after"] == "1"
-        finally:
-            for sock in holders:
-                sock.close()
-        # The slots are free again once the holders hang up.
-        for _ in range(100):
-            r = httpx.get(f"{served.base_url}/healthz", timeout=30)
-            if r.status_code == 200:
-                break
-        assert r.status_code == 200
+    served = bounded
+    holders = []
+    try:
+        for _ in range(3):
+            sock = _connect(served)
+            holders.append(sock)
+            # A whole head and no body yet: a request in progress, which is never evicted.
+            # The 100 Continue says the server is reading its body.
+            sock.sendall(
+                b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Authorization: Bearer " + served.fleet_key.encode() + b"\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
+            assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        with _connect(served) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            headers = _assert_refusal(
+                _read_all(sock), "503 Service Unavailable", "too_many_connections"
+            )
+            assert headers["retry-after"] == "1"
+    finally:
+        for sock in holders:
+            sock.close()
+    # The slots are free again once the holders hang up.
+    for _ in range(100):
+        r = httpx.get(f"{served.base_url}/healthz", timeout=30)
+        if r.status_code == 200:
+            break
+    assert r.status_code == 200
 
 
 @pytest.mark.parametrize(

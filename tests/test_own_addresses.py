@@ -10,13 +10,16 @@ wildcard bind. Real `sift serve`; the "public address" is a loopback upstream li
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
-from servehelpers import SIFT, sift_serve, write_config
+from servehelpers import SIFT, Served, sift_serve, write_config
 from sift.fetch.egress import listen_addresses
-from syncupstream import serve_pages
+from syncupstream import SyncUpstream, serve_pages
 
 PAGE = "<html><body><article><p>Reachable for fleet callers.</p></article></body></html>"
 
@@ -36,36 +39,47 @@ def test_listen_names_resolve_to_own_addresses() -> None:
     assert listen_addresses("127.0.0.3", 80) == ["127.0.0.3:80"]
 
 
-def test_sift_listening_on_a_name_refuses_itself(tmp_path: Path) -> None:
-    with (
-        serve_pages({"/page": (PAGE, "text/html")}) as up,
-        sift_serve(tmp_path, listen_host="localhost") as served,
-    ):
-        # The fleet caller reaches loopback in general ...
-        ok = _fetch(served.base_url, served.fleet_key, f"{up.base_url}/page")
-        assert ok.status_code == 200
-        assert ok.json()["content"] == "Reachable for fleet callers."
-        # ... but not the address the name `localhost` gave sift's own listener.
-        refused = _fetch(served.base_url, served.fleet_key, f"{served.base_url}/healthz")
-        assert refused.status_code == 403
-        assert refused.json()["error"]["code"] == "blocked_address"
+@dataclass
+class Rig:
+    served: Served
+    mine: SyncUpstream  # stands for sift's public address: listed in egress.own_addresses
+    other: SyncUpstream
 
 
-def test_own_addresses_setting_covers_an_address_sift_does_not_bind(tmp_path: Path) -> None:
-    with (
-        serve_pages({"/page": (PAGE, "text/html")}) as mine,
-        serve_pages({"/page": (PAGE, "text/html")}) as other,
-    ):
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    """sift listening on the name `localhost`, with one upstream listed as its own address."""
+    tmp = tmp_path_factory.mktemp("own")
+    page = {"/page": (PAGE, "text/html")}
+    with serve_pages(page) as mine, serve_pages(page) as other:
         own = mine.base_url.removeprefix("http://")
-        config = write_config(tmp_path, f'[egress]\nown_addresses = ["{own}"]\n')
-        with sift_serve(tmp_path, config=config) as served:
-            refused = _fetch(served.base_url, served.fleet_key, f"{mine.base_url}/page")
-            assert refused.status_code == 403
-            assert refused.json()["error"]["code"] == "blocked_address"
-            assert mine.hits["/page"] == 0
-            ok = _fetch(served.base_url, served.fleet_key, f"{other.base_url}/page")
-            assert ok.status_code == 200
-            assert other.hits["/page"] == 1
+        config = write_config(tmp, f'[egress]\nown_addresses = ["{own}"]\n')
+        with sift_serve(tmp, config=config, listen_host="localhost") as served:
+            yield Rig(served, mine, other)
+
+
+def test_sift_listening_on_a_name_refuses_itself(rig: Rig) -> None:
+    served = rig.served
+    # The fleet caller reaches loopback in general ...
+    ok = _fetch(served.base_url, served.fleet_key, f"{rig.other.base_url}/page")
+    assert ok.status_code == 200
+    assert ok.json()["content"] == "Reachable for fleet callers."
+    # ... but not the address the name `localhost` gave sift's own listener.
+    refused = _fetch(served.base_url, served.fleet_key, f"{served.base_url}/healthz")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "blocked_address"
+
+
+def test_own_addresses_setting_covers_an_address_sift_does_not_bind(rig: Rig) -> None:
+    served = rig.served
+    before = rig.other.hits["/page"]
+    refused = _fetch(served.base_url, served.fleet_key, f"{rig.mine.base_url}/page")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "blocked_address"
+    assert rig.mine.hits["/page"] == 0
+    ok = _fetch(served.base_url, served.fleet_key, f"{rig.other.base_url}/page")
+    assert ok.status_code == 200
+    assert rig.other.hits["/page"] == before + 1
 
 
 def test_bad_own_address_is_one_line_and_exit_2(tmp_path: Path) -> None:
