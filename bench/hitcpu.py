@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -155,6 +156,7 @@ async def measure(
     protocol.connection_lost(None)
     await lifespan.shutdown()
     upstream.shutdown()
+    shutil.rmtree(Path(settings.data_dir).parent, ignore_errors=True)
     return best
 
 
