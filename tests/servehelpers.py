@@ -52,9 +52,16 @@ def write_config(tmp_path: Path, extra: str = "") -> tuple[Path, str, str]:
 
 @contextmanager
 def sift_serve(
-    tmp_path: Path, *, config: tuple[Path, str, str] | None = None, data_dir: Path | None = None
+    tmp_path: Path,
+    *,
+    config: tuple[Path, str, str] | None = None,
+    data_dir: Path | None = None,
+    listen_host: str = "127.0.0.1",
 ) -> Iterator[Served]:
-    """Start `sift serve`, wait for /healthz, stop it with SIGTERM on exit."""
+    """Start `sift serve`, wait for /healthz, stop it with SIGTERM on exit.
+
+    ``listen_host`` may be a name that resolves to 127.0.0.1 (``localhost``); the returned
+    ``base_url`` always uses 127.0.0.1."""
     cfg, fleet, restricted = config or write_config(tmp_path)
     data = data_dir or tmp_path / "data"
     port = free_port()
@@ -65,7 +72,7 @@ def sift_serve(
             "--config",
             str(cfg),
             "--listen",
-            f"127.0.0.1:{port}",
+            f"{listen_host}:{port}",
             "--data-dir",
             str(data),
             "--set",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import ipaddress
 import json
 import logging
@@ -61,6 +60,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from sift.api.app import create_app
+    from sift.api.listener import (
+        ListenerLimits,
+        effective_max_connections,
+        guarded_protocol,
+        raise_open_files_limit,
+    )
     from sift.dcache import DB
 
     settings = _settings(args)
@@ -82,12 +87,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
     # handler it found: make that handler a clean exit rather than death by signal.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # uvicorn's httptools protocol plus a head deadline, a head size cap and a connection
+    # limit (api/listener.py says why uvicorn's own settings do not suffice).
+    listener = settings.listener
+    max_connections = effective_max_connections(listener.max_connections, raise_open_files_limit())
     uvicorn.run(
         app,
         host=host,
         port=port,
         loop="uvloop",
-        http="httptools",
+        http=guarded_protocol(
+            ListenerLimits.from_settings(listener, max_connections=max_connections)
+        ),
+        timeout_keep_alive=listener.keep_alive_s,
         access_log=False,
         lifespan="on",
         log_level="info",
@@ -97,16 +109,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def build_fetcher(settings: Settings) -> Fetcher:
     """The process's one fetcher, configured from settings (not started)."""
+    from sift.fetch.egress import listen_addresses
+
     host, port = settings.listen_host_port
-    own = []
-    with contextlib.suppress(ValueError):
-        ip = ipaddress.ip_address(host)
-        own.append(f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}")
     return Fetcher(
         user_agent=settings.user_agent,
         extra_public_cidrs=settings.egress.extra_public_cidrs,
         static_hosts=settings.egress.resolve,
-        own_addresses=own,
+        own_addresses=[*listen_addresses(host, port), *settings.egress.own_addresses],
     )
 
 

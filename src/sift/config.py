@@ -234,6 +234,55 @@ class EgressSettings:
             "the addresses are still classified."
         ),
     )
+    own_addresses: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            'sift\'s own addresses besides the bound one ("ip", "ip:port", "[v6]:port"), '
+            "refused as fetch targets: e.g. the public address behind a wildcard bind."
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """Bounds on sift's own HTTP listener: what one connection may hold before a request."""
+
+    max_connections: int = field(
+        default=1000,
+        metadata=_doc(
+            "Open client connections; at the limit the oldest idle or half-sent one is closed, "
+            "else the new one gets 503 too_many_connections."
+        ),
+    )
+    head_timeout_s: float = field(
+        default=10.0,
+        metadata=_doc(
+            "Deadline for a request head (line + headers), from connect or the previous "
+            "response; then 408 request_timeout."
+        ),
+    )
+    max_head_bytes: int = field(
+        default=64 << 10,
+        metadata=_doc(
+            "Largest request head (line + headers); beyond it 431 header_too_large.", size=True
+        ),
+    )
+    keep_alive_s: int = field(
+        default=5, metadata=_doc("Idle seconds after which a kept-alive connection is closed.")
+    )
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Anonymous mode: Host names served besides loopback ones (localhost, 127.0.0.1, ::1)."
+        ),
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Browser origins (scheme://host[:port]) allowed besides loopback ones, in anonymous "
+            "mode and on /mcp."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -329,6 +378,9 @@ class Settings:
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=_doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=_doc("[egress]"))
     browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=_doc("[browser]"))
+    listener: ListenerSettings = field(
+        default_factory=ListenerSettings, metadata=_doc("[listener]")
+    )
     callers: tuple[Caller, ...] = field(
         default=(),
         metadata=_doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
@@ -658,6 +710,9 @@ def validate(settings: Settings, where: str) -> None:
                 raise ConfigError(f"{where}: classes.{cls_name}.extra_ports: bad port {port}")
     for cidr in settings.egress.extra_public_cidrs:
         _check_cidr(cidr, where, "egress.extra_public_cidrs")
+    _check_listener(settings.listener, where)
+    for entry in settings.egress.own_addresses:
+        _check_own_address(entry, where)
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
     for cls_name in CALLER_CLASSES:
@@ -687,6 +742,39 @@ def validate(settings: Settings, where: str) -> None:
             raise ConfigError(f"{where}: callers: {caller.name!r} reuses another caller's key")
         names.add(caller.name)
         digests.add(caller.key_sha256)
+
+
+def _check_listener(listener: ListenerSettings, where: str) -> None:
+    for fname in ("max_connections", "max_head_bytes"):
+        if getattr(listener, fname) < 1:
+            raise ConfigError(f"{where}: listener.{fname}: must be at least 1")
+    for fname in ("head_timeout_s", "keep_alive_s"):
+        if getattr(listener, fname) <= 0:
+            raise ConfigError(f"{where}: listener.{fname}: must be positive")
+    for origin in listener.allowed_origins:
+        if not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise ConfigError(
+                f"{where}: listener.allowed_origins: bad origin {origin!r}; use scheme://host[:port]"
+            )
+
+
+def _check_own_address(entry: str, where: str) -> None:
+    """``ip``, ``ip:port``, ``[v6]`` or ``[v6]:port`` (the guard parses them at start)."""
+    text = entry.strip()
+    host, port = text, "1"
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":") if rest else "1"
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    try:
+        ipaddress.ip_address(host)
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(port)
+    except ValueError:
+        raise ConfigError(
+            f"{where}: egress.own_addresses: bad address {entry!r}; use ip, ip:port or [v6]:port"
+        ) from None
 
 
 def _check_cidr(cidr: str, where: str, key: str) -> None:

@@ -14,10 +14,16 @@ code (a test keeps the two in step).
     │   ├── OffsetOutOfRange   (422 offset_out_of_range)
     │   └── SnapshotGone       (410 snapshot_gone)
     ├── RequestTooLarge        (413 request_too_large)
+    │   └── HeaderTooLarge     (431 header_too_large)
+    ├── RequestTimeout         (408 request_timeout)
     ├── Unauthorized           (401 unauthorized)
+    ├── HostNotAllowed         (403 host_not_allowed)
+    ├── OriginNotAllowed       (403 origin_not_allowed)
     ├── NotFound               (404 not_found)
+    ├── MethodNotAllowed       (405 method_not_allowed)
     ├── QuotaExceeded          (429 quota_exceeded)
     │   ├── ServiceBusy        (503 service_busy)
+    │   │   └── TooManyConnections (503 too_many_connections)
     │   └── RateLimited        (429 rate_limited)
     ├── BrowserUnavailable     (503 browser_unavailable)  no Chromium / Playwright here
     ├── Blocked                (403 blocked_address)
@@ -114,16 +120,52 @@ class RequestTooLarge(SiftError):
     default_hint = "Send a smaller request: fewer targets or a smaller body."
 
 
+class HeaderTooLarge(RequestTooLarge):
+    code = "header_too_large"
+    status = 431
+    default_hint = "Send a request line and headers within the server's listener.max_head_bytes."
+
+
+class RequestTimeout(SiftError):
+    code = "request_timeout"
+    status = 408
+    default_hint = "Send the whole request line and headers at once, then wait for the answer."
+
+
 class Unauthorized(SiftError):
     code = "unauthorized"
     status = 401
     default_hint = "Send 'Authorization: Bearer <key>' with a key the operator issued."
 
 
+class HostNotAllowed(SiftError):
+    code = "host_not_allowed"
+    status = 403
+    default_hint = (
+        "With no keys configured sift answers only to loopback Host names (localhost, "
+        "127.0.0.1, [::1]); use one of them, or the operator adds listener.allowed_hosts."
+    )
+
+
+class OriginNotAllowed(SiftError):
+    code = "origin_not_allowed"
+    status = 403
+    default_hint = (
+        "sift refuses requests from web pages of other origins; call it from a program, "
+        "or the operator adds the origin to listener.allowed_origins."
+    )
+
+
 class NotFound(SiftError):
     code = "not_found"
     status = 404
     default_hint = "Check the id; jobs expire when their lease runs out."
+
+
+class MethodNotAllowed(SiftError):
+    code = "method_not_allowed"
+    status = 405
+    default_hint = "Use a method this route supports (see /docs)."
 
 
 class QuotaExceeded(SiftError):
@@ -142,6 +184,14 @@ class RateLimited(QuotaExceeded):
     code = "rate_limited"
     status = 429
     default_hint = "Too many of your fetches are in flight; wait for one, then retry."
+
+
+class TooManyConnections(ServiceBusy):
+    code = "too_many_connections"
+    default_hint = (
+        "Every connection slot holds a request in progress; retry after the Retry-After "
+        "delay, and reuse one kept-alive connection rather than opening many."
+    )
 
 
 class Blocked(SiftError):

@@ -21,6 +21,7 @@ from sift.api.batch_routes import install_batch_routes, start_batch
 from sift.api.errors import install_error_handlers
 from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
+from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
 from sift.browser import Browser
@@ -97,9 +98,15 @@ def create_app(
     hot_routes = install_fetch_routes(app)
     mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch))
     access_log = AccessLog() if settings.access_log else None
+    # Host/Origin refusals are observed (counted and logged) like any other answer: the
+    # guard sits inside ObserveMiddleware, on both paths.
+    app.add_middleware(HostGuard, settings=settings)
     app.add_middleware(ObserveMiddleware, metrics=metrics, access_log=access_log)
     app.set_hot_routes(
-        hot_routes, lambda inner: ObserveMiddleware(inner, metrics=metrics, access_log=access_log)
+        hot_routes,
+        lambda inner: ObserveMiddleware(
+            HostGuard(inner, settings=settings), metrics=metrics, access_log=access_log
+        ),
     )
 
     @app.get(

@@ -11,9 +11,11 @@ Instead every address gets one of three categories from ``TABLE`` (most specific
   NAT64, 6to4, Teredo and every IPv6 address outside global unicast ``2000::/3``: never.
 
 IPv4-mapped IPv6 (``::ffff:a.b.c.d``) is unwrapped first and judged (and connected to) as the
-IPv4 address. Two lab settings make the guard testable without weakening it:
-``extra_public_cidrs`` (ranges treated as public) and sift's own listening addresses, which
-are always refused so sift cannot be pointed at itself.
+IPv4 address. A lab setting makes the guard testable without weakening it:
+``extra_public_cidrs`` (ranges treated as public). sift's own addresses — those ``listen``
+names (resolved at start when it is a host name) plus ``egress.own_addresses`` (e.g. the
+public address in front of a wildcard bind) — are always refused, so sift cannot be pointed
+at itself.
 
 Every refusal raises the same ``Blocked`` with the same message: callers learn nothing about
 which rule fired. Its hint depends only on the policy (``blocked``): a restricted caller is
@@ -26,6 +28,7 @@ import contextlib
 import functools
 import ipaddress
 import logging
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -212,6 +215,29 @@ def _parse_own(entry: str) -> tuple[IPAddress, int | None]:
     return unwrap(ipaddress.ip_address(host)), port
 
 
+def listen_addresses(host: str, port: int) -> list[str]:
+    """The own-address entries (``"ip:port"``, ``"[v6]:port"``) for a listen ``host``.
+
+    An IP literal is used as is; a name is resolved now (sift binds every address it
+    resolves to, so each is refused as a fetch target). Raises ``ConfigError`` if the name
+    does not resolve.
+    """
+    ip = parse_ip(host)
+    if ip is not None:
+        ips = [ip]
+    else:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ConfigError(f"listen: {host}: cannot resolve: {exc}") from exc
+        ips = []
+        for info in infos:
+            parsed = parse_ip(str(info[4][0]).partition("%")[0])
+            if parsed is not None and parsed not in ips:
+                ips.append(parsed)
+    return [f"[{a}]:{port}" if a.version == 6 else f"{a}:{port}" for a in ips]
+
+
 class EgressGuard:
     """Applies the table plus the lab settings to one policy at a time.
 
@@ -226,7 +252,7 @@ class EgressGuard:
         try:
             self._own = tuple(_parse_own(entry) for entry in own_addresses)
         except ValueError as exc:
-            raise ConfigError(f"own listening address: {exc}") from exc
+            raise ConfigError(f"egress.own_addresses: {exc}") from exc
         self._memo: dict[str, tuple[IPAddress, str, Category]] = {}
 
     def add_own(self, entry: str) -> None:

@@ -8,7 +8,14 @@ request the SDK attaches to each message.
 
 The transport is stateless with JSON responses: each POST is served on its own, so no MCP
 session state is kept between requests (nothing to hijack or exhaust), and tools, which
-answer with one result, need no event stream.
+answer with one result, need no event stream. ``GET`` (the server-initiated event stream)
+and ``DELETE`` (ending a session) are therefore answered ``405`` with ``Allow: POST``, as
+the transport spec allows: in stateless mode the SDK would open a GET stream that nothing
+ever writes to and hold it, and a connection, until the client hangs up. The SDK's client
+opens neither without a session id, which a stateless server never issues.
+
+``Origin`` is checked in front of this endpoint by ``api.hostguard`` (the spec requires it;
+the SDK's own ``TransportSecuritySettings`` is off by default and answers in plain text).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from sift.api.auth import authenticate
 from sift.api.errors import error_response
 from sift.api.observe import OBSERVE_KEY
 from sift.config import Settings
-from sift.errors import SiftError, Unauthorized
+from sift.errors import MethodNotAllowed, SiftError, Unauthorized
 from sift.mcp.server import build_server
 from sift.mcp.tools import Core, SiftTools
 from sift.principal import Principal
@@ -65,6 +72,16 @@ class McpHttp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            refusal = MethodNotAllowed(
+                f"{scope['method']} {MCP_PATH}: sift's MCP endpoint is stateless and takes POST "
+                "only",
+                hint="POST JSON-RPC messages to /mcp; there is no event stream (GET) and no "
+                "session to end (DELETE).",
+            )
+            refusal.headers["Allow"] = "POST"
+            await error_response(refusal)(scope, receive, send)
+            return
         try:
             principal = authenticate(self._settings, Headers(scope=scope).get("authorization"))
         except SiftError as exc:
