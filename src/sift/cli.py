@@ -248,16 +248,54 @@ def own_or_delegate(
     return url, key
 
 
+def _keys_file(args: argparse.Namespace) -> str:
+    from sift.config import config_path
+
+    return os.fspath(config_path(args.config) or DEFAULT_CONFIG_FILE)
+
+
+def _reload_note(path: str) -> str:
+    """Tell the server using this config to reload its keys, and say what happened."""
+    from sift.keys import notify_server
+
+    owner = notify_server(path)
+    if owner is None:
+        return "a running sift serve picks this up on SIGHUP (kill -HUP <pid>) or restart"
+    return f"{owner.describe()} reloads its keys now"
+
+
 def cmd_keys_add(args: argparse.Namespace) -> int:
     from sift.keys import add_caller
 
-    path = args.config or DEFAULT_CONFIG_FILE
+    path = _keys_file(args)
     key = add_caller(path, args.name, args.caller_class)
     print(key)
     print(
-        f"caller {args.name!r} ({args.caller_class}) added to {path}; the key is shown only once",
+        f"caller {args.name!r} ({args.caller_class}) added to {path}; the key is shown only "
+        f"once; {_reload_note(path)}",
         file=sys.stderr,
     )
+    return 0
+
+
+def cmd_keys_list(args: argparse.Namespace) -> int:
+    from sift.keys import list_callers
+
+    callers = list_callers(_keys_file(args))
+    if args.json:
+        print(json.dumps([{"name": n, "class": c} for n, c in callers], indent=2))
+    else:
+        for name, caller_class in callers:
+            print(f"{name}\t{caller_class}")
+    return 0
+
+
+def cmd_keys_remove(args: argparse.Namespace) -> int:
+    from sift.keys import remove_caller
+
+    path = _keys_file(args)
+    remove_caller(path, args.name)
+    print(f"caller {args.name!r} removed from {path}; {_reload_note(path)}", file=sys.stderr)
     return 0
 
 
@@ -346,7 +384,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", metavar="HOST:PORT", help="bind address (default 127.0.0.1:8080)")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("fetch", help="fetch one URL and print its content")
+    p = sub.add_parser(
+        "fetch",
+        help="fetch one URL and print its content",
+        description="Fetch one URL in-process as the operator (or through the sift serve "
+        "that owns the data directory, or --server) and print its content.",
+        epilog="exit status: 0 the page was fetched (upstream 2xx/3xx); 1 sift refused or "
+        "could not fetch it (the error and its hint on standard error; with --json, the "
+        "error envelope on standard output); 2 bad usage, configuration or path; "
+        f"{EXIT_UPSTREAM_STATUS} the upstream answered 4xx or 5xx (its content is still "
+        "printed).",
+    )
     add_settings_args(p)
     p.add_argument("url")
     p.add_argument("--format", choices=["markdown", "text", "html", "raw"])
@@ -370,15 +418,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=cmd_stats)
 
-    keys = sub.add_parser("keys", help="manage caller keys")
+    keys = sub.add_parser(
+        "keys",
+        help="manage caller keys",
+        description="Keys live in the config file (--config, else $SIFT_CONFIG, else "
+        f"./{DEFAULT_CONFIG_FILE}). A running sift serve reloads them on SIGHUP; add and "
+        "remove send it for you when that server was started with the same config file.",
+    )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    config_help = f"config file (default $SIFT_CONFIG, else ./{DEFAULT_CONFIG_FILE})"
     p = keys_sub.add_parser("add", help="issue a key for a new caller; prints it once")
     p.add_argument("name")
     p.add_argument("--class", dest="caller_class", choices=["fleet", "restricted"], required=True)
-    p.add_argument(
-        "--config", metavar="FILE", help=f"file to append to (default ./{DEFAULT_CONFIG_FILE})"
-    )
+    p.add_argument("--config", metavar="FILE", help=config_help)
     p.set_defaults(func=cmd_keys_add)
+    p = keys_sub.add_parser("list", help="the configured callers: name and class")
+    p.add_argument("--config", metavar="FILE", help=config_help)
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    p.set_defaults(func=cmd_keys_list)
+    p = keys_sub.add_parser("remove", help="delete a caller; its key stops working")
+    p.add_argument("name")
+    p.add_argument("--config", metavar="FILE", help=config_help)
+    p.set_defaults(func=cmd_keys_remove)
     return parser
 
 

@@ -151,6 +151,23 @@ class DataDirLock:
         os.pwrite(self._fd, record, 0)
 
 
+def owner_of(data_dir: str | os.PathLike[str]) -> Owner | None:
+    """Who holds ``data_dir``'s lock right now, or None (no lock file, or nobody holds it)."""
+    try:
+        fd = os.open(Path(data_dir) / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return _read_owner(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _read_owner(fd: int) -> Owner:
     """The record of the process holding the lock (retried briefly: it may be writing it)."""
     for _ in range(OWNER_READ_ATTEMPTS):
