@@ -86,7 +86,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         sock = _bind(host, port, settings.listen)
-        lock.announce(settings.listen)
+        bound_port = sock.getsockname()[1]  # the real one, also for port 0
+        lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
         operator_key = lock.write_operator_key()
         db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
         # Rendering is CPU-bound: a process pool uses every core and keeps the event loop
