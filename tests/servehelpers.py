@@ -83,8 +83,8 @@ def sift_serve(
             break
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()  # first: reading a live server's output would wait forever
                 out = proc.stdout.read() if proc.stdout else ""
-                proc.kill()
                 raise RuntimeError(f"sift serve did not start: {out}") from exc
             time.sleep(0.1)
     try:

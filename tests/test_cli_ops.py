@@ -77,6 +77,12 @@ def test_other_bad_paths_are_one_line_and_exit_2(
     assert _one_line(capsys.readouterr().err) == (f"sift: --out {out}: No such file or directory")
     assert main(["keys", "add", "x", "--class", "fleet", "--config", str(tmp_path)]) == 2
     assert _one_line(capsys.readouterr().err) == f"sift: {tmp_path}: Is a directory"
+    # A database path that is a directory: the store cannot open it.
+    (tmp_path / "d" / "sift.db").mkdir(parents=True)
+    assert main(["stats", "--data-dir", data]) == 2
+    assert _one_line(capsys.readouterr().err).startswith(
+        f"sift: cannot open database {tmp_path / 'd' / 'sift.db'}: unable to open database file ("
+    )
 
 
 async def test_fetch_exit_status_says_the_upstream_failed(

@@ -21,7 +21,16 @@ import pytest
 from aiohttp import web
 
 from servehelpers import SIFT, free_port, sift_serve
-from sift.datadir import LOCK_FILE, OPERATOR_FILE, DataDirLock, Owner, operator_credential, prepare
+from sift.cli import main
+from sift.datadir import (
+    LOCK_FILE,
+    OPERATOR_FILE,
+    DataDirLock,
+    Owner,
+    operator_credential,
+    owner_of,
+    prepare,
+)
 from sift.errors import ConfigError
 from sift.keys import add_caller
 from upstream import Upstream
@@ -77,9 +86,19 @@ async def arun(*args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+async def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`sift` run in this process (in a thread: the upstream runs on this event loop)."""
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(240)
-async def test_a_second_process_never_fails_the_owners_live_job(tmp_path: Path) -> None:
+@pytest.mark.timeout(180)
+async def test_a_second_process_never_fails_the_owners_live_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     release = asyncio.Event()
 
     async def slow(request: web.Request) -> web.StreamResponse:
@@ -118,35 +137,47 @@ async def test_a_second_process_never_fails_the_owners_live_job(tmp_path: Path) 
                     assert time.monotonic() < deadline
                     await asyncio.sleep(0.02)
 
-                # 1. A second server on another port, and 2. one on the same port: each
+                # 1. A second `sift serve` process on the same directory and port: it
                 # refuses with one line naming the owner, before touching the store.
-                for listen in (f"127.0.0.1:{free_port()}", f"127.0.0.1:{port}"):
-                    code, _, err = await arun(
-                        "serve", "--config", str(cfg), "--data-dir", str(data), "--listen", listen
-                    )
-                    assert (code, err) == (
-                        2,
-                        owner_line + "stop it first, or give this one another --data-dir\n",
-                    )
-                # 3. A server on another directory that cannot bind the port: one line,
-                # exit 2, and its own directory is left without a database.
-                other = tmp_path / "other"
                 code, _, err = await arun(
-                    "serve", "--data-dir", str(other), "--listen", f"127.0.0.1:{port}"
+                    "serve", "--config", str(cfg), "--data-dir", str(data),
+                    "--listen", f"127.0.0.1:{port}",
+                )  # fmt: skip
+                assert (code, err) == (
+                    2,
+                    owner_line + "stop it first, or give this one another --data-dir\n",
+                )
+                # The same from this (test) process, which is another process too — the rest
+                # runs `sift` in-process here, to keep the test short on a loaded machine.
+                # 2. A second server on another port: refused the same way.
+                code, _, err = await cli(
+                    capsys, "serve", "--config", str(cfg), "--data-dir", str(data),
+                    "--listen", f"127.0.0.1:{free_port()}",
+                )  # fmt: skip
+                assert (code, err) == (
+                    2,
+                    owner_line + "stop it first, or give this one another --data-dir\n",
+                )
+                # 3. A server on another directory that cannot bind the port: one line,
+                # exit 2, and its own directory is left without a database (and unlocked).
+                other = tmp_path / "other"
+                code, _, err = await cli(
+                    capsys, "serve", "--data-dir", str(other), "--listen", f"127.0.0.1:{port}"
                 )
                 assert (code, err) == (
                     2,
                     f"sift: listen: 127.0.0.1:{port}: cannot bind: Address already in use\n",
                 )
                 assert not (other / "sift.db").exists()
+                assert owner_of(other) is None
 
                 # 4. In-process `sift batch` and `sift fetch` go through the server, as the
                 # operator (which may reach loopback).
                 urls = tmp_path / "urls.txt"
                 urls.write_text(up.url("/fast") + "\n")
                 out = tmp_path / "out.ndjson"
-                code, _, err = await arun(
-                    "batch", str(urls), "--config", str(cfg), "--data-dir", str(data),
+                code, _, err = await cli(
+                    capsys, "batch", str(urls), "--config", str(cfg), "--data-dir", str(data),
                     "--out", str(out), "--poll-s", "0.05",
                 )  # fmt: skip
                 assert code == 0, err
@@ -156,19 +187,23 @@ async def test_a_second_process_never_fails_the_owners_live_job(tmp_path: Path) 
                 )
                 (line,) = out.read_text().splitlines()
                 assert json.loads(line)["result"]["content"] == "fast page"
-                code, stdout, err = await arun(
-                    "fetch", up.url("/fast"), "--config", str(cfg), "--data-dir", str(data)
+                code, stdout, err = await cli(
+                    capsys, "fetch", up.url("/fast"), "--config", str(cfg), "--data-dir", str(data)
                 )
                 assert (code, stdout) == (0, "fast page\n"), err
 
                 # 5. `sift mcp` and `sift stats` cannot go through it: they refuse, one line.
-                code, _, err = await arun("mcp", "--config", str(cfg), "--data-dir", str(data))
+                code, _, err = await cli(
+                    capsys, "mcp", "--config", str(cfg), "--data-dir", str(data)
+                )
                 assert (code, err) == (
                     2,
                     owner_line + "let the agent use that server's /mcp endpoint (docs/mcp.md), "
                     "or give sift mcp its own --data-dir\n",
                 )
-                code, _, err = await arun("stats", "--config", str(cfg), "--data-dir", str(data))
+                code, _, err = await cli(
+                    capsys, "stats", "--config", str(cfg), "--data-dir", str(data)
+                )
                 assert (code, err) == (
                     2,
                     owner_line + "a running server's live figures are at its GET /metrics\n",
@@ -187,6 +222,8 @@ async def test_a_second_process_never_fails_the_owners_live_job(tmp_path: Path) 
         assert served.proc.returncode == 0, served.output
         assert not (data / OPERATOR_FILE).exists()  # removed at stop
     # Once the server has stopped, the directory is free for in-process commands again.
-    code, stdout, err = await arun("stats", "--config", str(cfg), "--data-dir", str(data), "--json")
+    code, stdout, err = await cli(
+        capsys, "stats", "--config", str(cfg), "--data-dir", str(data), "--json"
+    )
     assert code == 0, err
     assert json.loads(stdout)["batch_jobs"] == 2

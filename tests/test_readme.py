@@ -29,7 +29,7 @@ def _example(readme: str) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 def test_use_from_python_runs_as_printed(repo_root: Path, tmp_path: Path) -> None:
     script, expected = _example((repo_root / "README.md").read_text())
     bin_dir = Path(sys.executable).parent

@@ -28,7 +28,7 @@ from sift.cliargs import add_server_args, add_settings_args
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
 from sift.datadir import DataDirLock
 from sift.dcache import DB
-from sift.errors import ConfigError, SiftError
+from sift.errors import ConfigError, SiftError, StoreError
 from sift.fetch import Fetcher
 from sift.mcp.command import add_mcp_parser
 
@@ -78,6 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     # 1. Own the data directory, 2. bind the port — only then 3. touch the store: a second
     # server (on any port, or one that cannot bind) must never reconcile a live server's jobs.
+    # Until the try below, a failure exits the process, and the kernel drops the lock.
     lock = datadir.own(
         settings.data_dir,
         "serve",
@@ -86,40 +87,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     try:
         sock = _bind(host, port, settings.listen)
-        bound_port = sock.getsockname()[1]  # the real one, also for port 0
-        lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
-        operator_key = lock.write_operator_key()
-        db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-        # Rendering is CPU-bound: a process pool uses every core and keeps the event loop
-        # free. "spawn", because forking a process that already runs threads is unsafe.
-        workers = settings.render_workers or os.cpu_count() or 1
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        keys = KeyRing(
-            settings.callers,
-            operator_key=operator_key,
-            anonymous_allowed=anonymous_allowed,
-            load_callers=lambda: _settings(args).callers,
-        )
-        app = create_app(settings, db, build_fetcher(settings), render_executor=pool, keys=keys)
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-        )
-        # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
-        # handler it found: make that handler a clean exit rather than death by signal.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            loop="uvloop",
-            http="httptools",
-            access_log=False,
-            lifespan="on",
-            log_level="info",
-        )
+    except ConfigError:
+        lock.release()
+        raise
+    bound_port = sock.getsockname()[1]  # the real one, also for port 0
+    lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
+    db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    # Rendering is CPU-bound: a process pool uses every core and keeps the event loop free.
+    # "spawn", because forking a process that already runs threads is unsafe.
+    workers = settings.render_workers or os.cpu_count() or 1
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    keys = KeyRing(
+        settings.callers,
+        operator_key=lock.write_operator_key(),
+        anonymous_allowed=anonymous_allowed,
+        load_callers=lambda: _settings(args).callers,
+    )
+    app = create_app(settings, db, build_fetcher(settings), render_executor=pool, keys=keys)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
+    # handler it found: make that handler a clean exit rather than death by signal.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        lifespan="on",
+        log_level="info",
+    )
+    # uvicorn only announces addresses it bound itself; this socket was bound above.
+    logging.getLogger("sift").info("listening on http://%s", lock.owner.listen)
+    try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
-        lock.release()
+        lock.release()  # removes operator.json: local commands stop going through us
     return 0
 
 
@@ -452,6 +456,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ConfigError as exc:
         _report(exc, as_json, with_hint=False)
+        return EXIT_CONFIG
+    except StoreError as exc:
+        # The database file under data_dir cannot be opened or used: a bad path as well.
+        _report(StoreError(f"{exc.message} ({exc.hint})"), as_json, with_hint=False)
         return EXIT_CONFIG
     except SiftError as exc:
         _report(exc, as_json, with_hint=True)
