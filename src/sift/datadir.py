@@ -17,6 +17,7 @@ running server instead of refusing (see ``operator_credential``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -143,10 +144,7 @@ class DataDirLock:
 
     def _write(self, owner: Owner) -> None:
         assert self._fd is not None
-        record = json.dumps(
-            {"pid": owner.pid, "command": owner.command, "listen": owner.listen,
-             "config": owner.config}
-        ).encode()  # fmt: skip
+        record = json.dumps(dataclasses.asdict(owner)).encode()
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, record, 0)
 
