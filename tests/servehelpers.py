@@ -84,7 +84,7 @@ def sift_serve(
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()  # first: reading a live server's output would wait forever
-                out = proc.stdout.read() if proc.stdout else ""
+                out, _ = proc.communicate()  # and close the pipe, or a later test warns
                 raise RuntimeError(f"sift serve did not start: {out}") from exc
             time.sleep(0.1)
     try:
