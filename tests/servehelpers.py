@@ -90,8 +90,8 @@ def sift_serve(
             break
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()  # first: reading the output of a live server would block forever
-                out = proc.stdout.read() if proc.stdout else ""
+                proc.kill()  # first: reading a live server's output would wait forever
+                out, _ = proc.communicate()  # and close the pipe, or a later test warns
                 raise RuntimeError(f"sift serve did not start: {out}") from exc
             time.sleep(0.1)
     try:

@@ -30,6 +30,10 @@ from sift.errors import ConfigError
 CallerClass = Literal["fleet", "restricted"]
 CALLER_CLASSES: tuple[CallerClass, ...] = ("fleet", "restricted")
 DEFAULT_CONFIG_FILE = "sift.toml"
+# The environment variable naming the config file when no --config is given.
+CONFIG_ENV = "SIFT_CONFIG"
+# The name of the local operator principal (sift.principal.OPERATOR); no caller may take it.
+RESERVED_CALLER = "operator"
 
 _SIZE_UNITS = {
     "": 1,
@@ -358,6 +362,10 @@ class Settings:
         default=False,
         metadata=_doc("With no callers configured, allow binding a non-loopback address anyway."),
     )
+    metrics_require_key: bool = field(
+        default=False,
+        metadata=_doc("GET /metrics answers only requests with a fleet caller's key (else 401)."),
+    )
     max_request_bytes: int = field(
         default=1 << 20,
         metadata=_doc(
@@ -647,11 +655,12 @@ def load_settings(
 ) -> Settings:
     """Defaults ← TOML file ← ``SIFT_*`` env ← ``overrides`` (dotted key → text), validated.
 
-    ``path=None`` reads ``./sift.toml`` when it exists. ``env`` defaults to ``os.environ``.
+    ``path=None`` reads the file ``$SIFT_CONFIG`` names, else ``./sift.toml`` when it
+    exists. ``env`` defaults to ``os.environ``.
     """
     settings = Settings()
-    if path is None and Path(DEFAULT_CONFIG_FILE).is_file():
-        path = DEFAULT_CONFIG_FILE
+    env = os.environ if env is None else env
+    path = config_path(path, env)
     where = str(path) if path is not None else "defaults"
     if path is not None:
         try:
@@ -662,7 +671,6 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         settings = _build(Settings, settings, table, str(path), "")
-    env = os.environ if env is None else env
     pairs: dict[str, tuple[str, str]] = {}
     by_env = {f.env: f.key for f in iter_fields()}
     for name, text in env.items():
@@ -674,6 +682,19 @@ def load_settings(
         settings = _apply_text(settings, pairs)
     validate(settings, where)
     return settings
+
+
+def config_path(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> str | os.PathLike[str] | None:
+    """The config file to read: ``path``, else ``$SIFT_CONFIG``, else ``./sift.toml`` if it
+    exists, else None (defaults only)."""
+    if path is not None:
+        return path
+    named = (os.environ if env is None else env).get(CONFIG_ENV)
+    if named:
+        return named
+    return DEFAULT_CONFIG_FILE if Path(DEFAULT_CONFIG_FILE).is_file() else None
 
 
 def validate(settings: Settings, where: str) -> None:
@@ -736,6 +757,11 @@ def validate(settings: Settings, where: str) -> None:
     names: set[str] = set()
     digests: set[str] = set()
     for caller in settings.callers:
+        if caller.name == RESERVED_CALLER:
+            raise ConfigError(
+                f"{where}: callers: the name {RESERVED_CALLER!r} is reserved for the local "
+                "operator (the in-process CLI); rename that caller"
+            )
         if caller.name in names:
             raise ConfigError(f"{where}: callers: duplicate caller name {caller.name!r}")
         if caller.key_sha256 in digests:

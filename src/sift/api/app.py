@@ -7,16 +7,19 @@ render pool, and closes them at shutdown. Nothing here runs at import time.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import signal
 from collections.abc import AsyncIterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from sift import __version__
+from sift.api.auth import KeyRing, authenticate
 from sift.api.batch_routes import install_batch_routes, start_batch
 from sift.api.errors import install_error_handlers
 from sift.api.fastlane import SiftApp
@@ -27,6 +30,7 @@ from sift.api.schema import ERROR_RESPONSES, Health
 from sift.browser import Browser
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
+from sift.errors import Unauthorized
 from sift.fetch import Fetcher
 from sift.jsonio import dumps
 from sift.mcp.http import install_mcp
@@ -44,12 +48,15 @@ def create_app(
     *,
     render_executor: Executor | None = None,
     browser: Browser | None = None,
+    keys: KeyRing | None = None,
 ) -> SiftApp:
     """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_executor`` and closes them.
 
     ``render_executor`` defaults to a small thread pool; ``sift serve`` passes a process
-    pool so rendering uses every core.
+    pool so rendering uses every core. ``keys`` defaults to the configured callers;
+    ``sift serve`` passes a ``KeyRing`` that reloads on SIGHUP and knows the operator key.
     """
+    keys = keys or KeyRing.from_settings(settings)
     metrics = Metrics()
     # Launched lazily, on the first page that needs it (absent when Chromium is not here).
     browser = browser or Browser(settings.browser, fetcher, metrics=metrics)
@@ -70,10 +77,14 @@ def create_app(
         gc.collect()
         gc.freeze()
         runner = await start_batch(app, settings, adb, app.state.service)
+        if keys.reloadable:  # sift serve: `kill -HUP` (or `sift keys add/remove`) reloads keys
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
         try:
             async with mcp_http.run():  # the /mcp transport's task group
                 yield
         finally:
+            if keys.reloadable:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
             # Shutdown in reverse: stop fetching, stop rendering, then close the database
             # (queued writes finish first).
@@ -92,11 +103,12 @@ def create_app(
         description="Clean, capped, cacheable web content for programs.",
     )
     app.state.settings = settings
+    app.state.keys = keys
     app.state.metrics = metrics
     install_error_handlers(app)
     install_batch_routes(app)
     hot_routes = install_fetch_routes(app)
-    mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch))
+    mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch), keys)
     access_log = AccessLog() if settings.access_log else None
     # Host/Origin refusals are observed (counted and logged) like any other answer: the
     # guard sits inside ObserveMiddleware, on both paths.
@@ -129,7 +141,14 @@ def create_app(
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
     )
-    async def get_metrics() -> Response:
+    async def get_metrics(request: Request) -> Response:
+        if settings.metrics_require_key:
+            principal = authenticate(keys, request.headers.get("authorization"))
+            if principal.caller_class != "fleet":
+                raise Unauthorized(
+                    "GET /metrics needs a fleet caller's key (metrics_require_key = true)",
+                    hint="Send 'Authorization: Bearer <key>' with the key of a fleet caller.",
+                )
         adb: AsyncDB = app.state.adb
         stats = await adb.run(DB.stats)
         metrics.cache_bytes.set(stats.get("bytes", 0))

@@ -31,7 +31,7 @@ from sift.config import Settings
 from sift.dcache import AsyncDB
 from sift.jsonio import dumps
 from sift.options import MAX_INT
-from sift.principal import Principal
+from sift.principal import OPERATOR, Principal
 from sift.service import Service
 
 log = logging.getLogger("sift.api")
@@ -43,7 +43,7 @@ NDJSON: Final = "application/x-ndjson"
 
 
 def _caller(request: Request) -> tuple[BatchJobs, Principal, int]:
-    principal = authenticate(request.app.state.settings, request.headers.get("authorization"))
+    principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
     return request.app.state.batch, principal, int(time.time())
 
 
@@ -152,7 +152,8 @@ async def start_batch(
     failed = await reconcile(adb, int(time.time()))
     if failed:
         log.warning("marked %d batch jobs interrupted by the last shutdown as failed", failed)
-    runner = BatchRunner(settings, adb, service)
+    # Jobs the local operator submits through the server run as the operator, as in-process.
+    runner = BatchRunner(settings, adb, service, principals={OPERATOR.name: OPERATOR})
     app.state.batch = BatchJobs(settings, adb, runner)
     runner.start()
     return runner

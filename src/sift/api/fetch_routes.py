@@ -106,7 +106,7 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
 
     async def post_fetch(request: Request) -> Response:
         settings = request.app.state.settings
-        principal = authenticate(settings, request.headers.get("authorization"))
+        principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
         data = await read_json(request, settings.max_request_bytes)
         if not isinstance(data, dict):
             raise BadRequest("request body must be a JSON object", hint='Send {"url": …}.')
@@ -115,7 +115,7 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
         return await _run(request, principal, opts)
 
     async def get_fetch(request: Request) -> Response:
-        principal = authenticate(request.app.state.settings, request.headers.get("authorization"))
+        principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
         params: dict[str, Any] = {}
         for key in request.query_params:
             values = request.query_params.getlist(key)

@@ -32,7 +32,7 @@ from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from sift.api.auth import authenticate
+from sift.api.auth import KeyRing, authenticate
 from sift.api.errors import error_response
 from sift.api.observe import OBSERVE_KEY
 from sift.config import Settings
@@ -57,8 +57,8 @@ def principal_from_request(ctx: ServerRequestContext[Any, Any]) -> Principal:
 class McpHttp:
     """The ASGI endpoint for ``/mcp``; ``run()`` must be entered in the app's lifespan."""
 
-    def __init__(self, settings: Settings, tools: SiftTools) -> None:
-        self._settings = settings
+    def __init__(self, settings: Settings, tools: SiftTools, keys: KeyRing) -> None:
+        self._keys = keys
         self.manager = StreamableHTTPSessionManager(
             app=build_server(tools, principal_from_request),
             json_response=True,
@@ -83,7 +83,7 @@ class McpHttp:
             await error_response(refusal)(scope, receive, send)
             return
         try:
-            principal = authenticate(self._settings, Headers(scope=scope).get("authorization"))
+            principal = authenticate(self._keys, Headers(scope=scope).get("authorization"))
         except SiftError as exc:
             response = error_response(exc)
             response.headers["WWW-Authenticate"] = "Bearer"
@@ -99,10 +99,12 @@ class McpHttp:
         await self.manager.handle_request(scope, receive, send)
 
 
-def install_mcp(app: FastAPI, settings: Settings, core: Callable[[], Core]) -> McpHttp:
+def install_mcp(
+    app: FastAPI, settings: Settings, core: Callable[[], Core], keys: KeyRing
+) -> McpHttp:
     """Route ``/mcp`` to a new ``McpHttp`` over ``core`` (resolved per call, so it may be
     built later, in the lifespan). Enter the returned object's ``run()`` in the lifespan."""
-    endpoint = McpHttp(settings, SiftTools(core))
+    endpoint = McpHttp(settings, SiftTools(core), keys)
     # In stateless mode the SDK logs "Terminating session" at INFO after every request;
     # the access log already has one line per request.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
