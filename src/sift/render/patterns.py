@@ -129,6 +129,34 @@ _BOILER_WORDS = frozenset(
     }
 )
 
+# Weak words that name a page region (not a slug or a label): an element they mark is chrome
+# however much text it holds, unless it holds most of the page.
+_REGION_PREFIXES = (
+    "nav",
+    "menu",
+    "footer",
+    "header",
+    "sidebar",
+    "masthead",
+    "breadcrumb",
+    "cookie",
+    "consent",
+    "gdpr",
+    "banner",
+    "popup",
+    "modal",
+    "overlay",
+    "toolbar",
+    "pagination",
+    "pager",
+    "newsletter",
+    "subscri",
+    "signup",
+    "login",
+    "skiplink",
+    "copyright",
+)
+
 # Words that start like boilerplate but name content.
 _NOT_BOILER = frozenset(
     {
@@ -178,7 +206,7 @@ def _value_boiler_kind(value: str) -> int:
         if word in _CONTENT_WORDS:
             content = True
         elif word.startswith(_STRONG_PREFIXES):
-            kind = STRONG
+            kind = COMMENT
         elif kind == NOT_BOILER and (word in _BOILER_WORDS or word.startswith(_BOILER_PREFIXES)):
             kind = WEAK
     # "content-with-sidebar", "comment-body": a content word makes any chrome word doubtful.
@@ -186,11 +214,25 @@ def _value_boiler_kind(value: str) -> int:
 
 
 @lru_cache(maxsize=8192)
+def _value_is_region(value: str) -> bool:
+    return any(w.startswith(_REGION_PREFIXES) and w not in _NOT_BOILER for w in words_of(value))
+
+
+def is_region(el: Any) -> bool:
+    """True when the class or id names a page region (footer, sidebar, menu, cookie bar …),
+    as opposed to a label or slug (``author-…``, ``tag-…``, ``related``, ``widget``)."""
+    cls, ident = el.get("class"), el.get("id")
+    return bool((cls and _value_is_region(cls)) or (ident and _value_is_region(ident)))
+
+
+@lru_cache(maxsize=8192)
 def _value_is_content(value: str) -> bool:
     return any(w in _CONTENT_WORDS for w in words_of(value))
 
 
-NOT_BOILER, WEAK, STRONG = 0, 1, 2
+# COMMENT is STRONG on an article page; on a discussion page (a thread) the posts it marks
+# are the content.
+NOT_BOILER, WEAK, STRONG, COMMENT = 0, 1, 2, 3
 
 
 def boiler_kind(el: Any) -> int:
@@ -215,7 +257,7 @@ def boiler_kind(el: Any) -> int:
     cls = attrib.get("class")
     if cls:
         kind = _value_boiler_kind(cls)
-        if kind == STRONG:
+        if kind >= STRONG:
             return kind
     ident = attrib.get("id")
     if ident:
