@@ -31,8 +31,10 @@ def _post(n: int) -> str:
 
 
 def test_thread_posts_marked_as_comments_are_the_content() -> None:
+    ld = json.dumps({"@context": "https://schema.org", "@type": "DiscussionForumPosting"})
     page = (
-        f"<html><body>{NAV}<div class=thread><h2>Which telescope first?</h2>"
+        f'<html><head><script type="application/ld+json">{ld}</script></head><body>{NAV}'
+        f"<div class=thread><h2>Which telescope first?</h2>"
         + "".join(_post(n) for n in range(1, 4))
         + "</div><footer>Forum rules apply.</footer></body></html>"
     )

@@ -53,7 +53,6 @@ class Weights:
     guard_share: float = 0.5
     link_density_max: float = 0.5
     teaser_max_chars: int = 400
-    discussion_share: float = 0.5
     # A weak chrome word cannot remove an element with this much paragraph text (0: off).
     weak_keep_para: int = 1000
     # Headings (h2–h6) and what is inside them are never chrome by class.
@@ -98,7 +97,8 @@ def select(
     """Find the article container under ``body`` (a cleaned tree).
 
     ``discussion`` (the page declares itself a forum thread or Q&A) makes posts marked as
-    comments content; without it, they are content when they hold most of the page's text.
+    comments content. (Inferring it from comments holding most of the text was tried and
+    dropped: it turns long comment sections under short articles into content.)
     ``host`` (the page's) tells lists of links to other sites (references) from site lists.
     """
     weights = weights or DEFAULT_WEIGHTS
@@ -147,18 +147,6 @@ def select(
     plain = total[0] - link[0]
     guard = weights.guard_share * plain
     kinds = [boiler_kind(el) for el in els]
-    if not discussion:
-        # Posts marked "comment" that hold most of the page's text are a thread, not
-        # reader comments under an article.
-        in_comment = [False] * n
-        comment_plain = 0
-        for i in range(n):
-            p = parent[i]
-            outer = p >= 0 and in_comment[p]
-            in_comment[i] = outer or kinds[i] == COMMENT
-            if kinds[i] == COMMENT and not outer:
-                comment_plain += total[i] - link[i]
-        discussion = comment_plain > weights.discussion_share * plain
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content
