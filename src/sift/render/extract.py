@@ -29,7 +29,6 @@ from sift.render.patterns import (
     WEAK,
     boiler_kind,
     is_content_hint,
-    is_region,
 )
 
 PARA_TAGS = frozenset(
@@ -154,9 +153,7 @@ def select(
         kind = kinds[i]
         if kind == COMMENT:
             kind = NOT_BOILER if discussion else STRONG
-        if kind == WEAK and (
-            total[i] - link[i] > guard or (para[i] >= weak_keep and not is_region(els[i]))
-        ):
+        if kind == WEAK and (total[i] - link[i] > guard or para[i] >= weak_keep):
             continue  # a weak word on the element that holds the text: a false alarm
         if kind != NOT_BOILER and headings and in_heading[i] and els[i].tag != "header":
             continue  # section headings are content whatever their class

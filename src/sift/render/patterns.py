@@ -129,34 +129,6 @@ _BOILER_WORDS = frozenset(
     }
 )
 
-# Weak words that name a page region (not a slug or a label): an element they mark is chrome
-# however much text it holds, unless it holds most of the page.
-_REGION_PREFIXES = (
-    "nav",
-    "menu",
-    "footer",
-    "header",
-    "sidebar",
-    "masthead",
-    "breadcrumb",
-    "cookie",
-    "consent",
-    "gdpr",
-    "banner",
-    "popup",
-    "modal",
-    "overlay",
-    "toolbar",
-    "pagination",
-    "pager",
-    "newsletter",
-    "subscri",
-    "signup",
-    "login",
-    "skiplink",
-    "copyright",
-)
-
 # Words that start like boilerplate but name content.
 _NOT_BOILER = frozenset(
     {
@@ -211,18 +183,6 @@ def _value_boiler_kind(value: str) -> int:
             kind = WEAK
     # "content-with-sidebar", "comment-body": a content word makes any chrome word doubtful.
     return min(kind, WEAK) if content else kind
-
-
-@lru_cache(maxsize=8192)
-def _value_is_region(value: str) -> bool:
-    return any(w.startswith(_REGION_PREFIXES) and w not in _NOT_BOILER for w in words_of(value))
-
-
-def is_region(el: Any) -> bool:
-    """True when the class or id names a page region (footer, sidebar, menu, cookie bar …),
-    as opposed to a label or slug (``author-…``, ``tag-…``, ``related``, ``widget``)."""
-    cls, ident = el.get("class"), el.get("id")
-    return bool((cls and _value_is_region(cls)) or (ident and _value_is_region(ident)))
 
 
 @lru_cache(maxsize=8192)
