@@ -141,8 +141,16 @@ def _breakout(foreign: Any) -> Any:
     return None
 
 
+_SWALLOWED = etree.XPath(
+    "//svg//*[" + " or ".join(f"self::{t}" for t in sorted(_FOREIGN_BREAKOUT)) + "][1]"
+    "|//math//*[" + " or ".join(f"self::{t}" for t in sorted(_FOREIGN_BREAKOUT)) + "][1]"
+)
+
+
 def _repair_foreign(root: Any) -> None:
     """Move HTML swallowed by an unclosed ``<svg>``/``<math>`` out after it, in order."""
+    if not _SWALLOWED(root):
+        return  # the common case, decided in C: no HTML element inside any svg/math
     for foreign in list(root.iter("svg", "math")):
         first = _breakout(foreign)
         if first is None:
@@ -221,6 +229,8 @@ def is_hidden(el: Any) -> bool:
 # A hidden element holding more than this share of the page's text is a pre-JavaScript wrapper
 # (the page reveals it with a script), not hidden chrome: it is kept.
 HIDDEN_WRAPPER_SHARE = 0.5
+# Hidden elements with less text than this are never wrappers (spares counting the page).
+HIDDEN_WRAPPER_MIN_CHARS = 100
 # A button holding more text than this has swallowed content (an unclosed <button>).
 BUTTON_MAX_CHARS = 200
 
@@ -261,14 +271,16 @@ def clean(root: Any) -> None:
         remove(el)
     if not hidden and not noscripts:
         return
-    total = chars(root)
+    total = -1  # the page's text, counted only when a hidden element holds a lot
     dropped: set[Any] = set()
     removed = 0
     for el in hidden:
         if el in dropped:
             continue
         n = chars(el)
-        if n > HIDDEN_WRAPPER_SHARE * total:
+        if n > HIDDEN_WRAPPER_MIN_CHARS and total < 0:
+            total = chars(root)
+        if total >= 0 and n > HIDDEN_WRAPPER_SHARE * total:
             continue  # a pre-JavaScript wrapper around the content
         dropped.update(el.iter())
         removed += n
@@ -276,6 +288,8 @@ def clean(root: Any) -> None:
     noscripts = [el for el in noscripts if el not in dropped]
     if noscripts:
         inside = sum(chars(el) for el in noscripts)
+        if total < 0:
+            total = chars(root) if inside else 0
         keep = inside > total - removed - inside
         for el in noscripts:
             if keep:
