@@ -288,8 +288,8 @@ def clean(root: Any) -> None:
     noscripts = [el for el in noscripts if el not in dropped]
     if noscripts:
         inside = sum(chars(el) for el in noscripts)
-        if total < 0:
-            total = chars(root) if inside else 0
+        if total < 0:  # counted now, after the removals: nothing to subtract
+            total, removed = (chars(root) if inside else 0), 0
         keep = inside > total - removed - inside
         for el in noscripts:
             if keep:
