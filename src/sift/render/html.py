@@ -11,14 +11,15 @@ almost nothing of a page that has plenty of text, the whole page is rendered ins
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 from urllib.parse import urljoin
 
 from lxml import etree
 
 from sift.errors import BadRequest
-from sift.render import dom, extract
-from sift.render.markdown import Emitter
+from sift.render import dom, extract, pagetype
+from sift.render.markdown import Emitter, escape_paragraph
 from sift.render.options import Rendered, RenderOptions
 
 # Main content shorter than this, on a page with several times more text, is "thin".
@@ -68,6 +69,7 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
         except ValueError:
             base_url = url
     script_chars = _script_chars(root)
+    info = pagetype.page_info(root)
     dom.clean(root)
     for sel in excludes:
         for el in sel(root):
@@ -92,26 +94,69 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
     container: Any = body
     skip = None
     extractor = "sift-page"
-    page_chars = 0
+    page_chars, best_score = 0, 0.0
     if options.main_content:
-        sel = extract.select(body, title=title)
-        container, skip, extractor = sel.container, sel.skip, "sift"
-        page_chars = sel.text_chars
+        chosen = extract.select(
+            body, title=title, discussion=info.discussion, host=extract.host_of(base_url)
+        )
+        container, skip, extractor = chosen.container, chosen.skip, "sift"
+        page_chars, best_score = chosen.text_chars, chosen.score
 
     content = _emit(container, skip, options, base_url, links)
     if options.main_content:
-        kept = len(content)
-        if kept < THIN_CONTENT_CHARS and page_chars > THIN_PAGE_FACTOR * max(kept, 1):
+        kept = _visible_chars(content, options.format)
+        no_prose = best_score <= 0 and page_chars > kept  # every subtree is mostly links
+        thin = kept < THIN_CONTENT_CHARS and page_chars > THIN_PAGE_FACTOR * max(kept, 1)
+        if thin or no_prose:
             # Too little survived: give the whole page rather than a fragment.
             warnings.append("thin_content")
             if links is not None:
                 links.clear()
             content = _emit(body, None, options, base_url, links)
             extractor = "sift-page"
+    if options.main_content and options.format != "html":
+        content = _with_declared_facts(content, info, options.format)
+    if links is not None:
+        links = dom.links_of(body, base_url)  # every link of the page, not only the content's
     visible = page_chars if options.main_content else dom.text_len(body.itertext())
     if visible < JS_SHELL_TEXT_CHARS and script_chars > max(JS_SHELL_SCRIPT_CHARS, 5 * visible):
         warnings.append("js_required_suspected")
     return Rendered(title, lang, content, links or [], warnings, extractor)
+
+
+def _with_declared_facts(content: str, info: pagetype.PageInfo, fmt: str) -> str:
+    """Add what the page declares about itself but does not show: a product's JSON-LD name,
+    price and description when the visible text lacks them, and for a page with no visible
+    text at all its description (the page is built by JavaScript; this is what it is about).
+    """
+    extra: list[str] = []
+    if info.product:
+        seen = _norm_words(content)
+        extra = [f for f in pagetype.product_facts(info) if _norm_words(f) not in seen]
+    if not content.strip() and info.description:
+        extra.append(info.description)
+    if not extra:
+        return content
+    if fmt == "markdown":
+        extra = [escape_paragraph(e) for e in extra]
+    return "\n\n".join(p for p in (content, *extra) if p)
+
+
+def _norm_words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+_MD_TARGET = re.compile(r"\]\([^)\s]*\)")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _visible_chars(content: str, fmt: str) -> int:
+    """Characters a reader sees: markdown link targets and HTML tags do not count."""
+    if fmt == "markdown":
+        return len(_MD_TARGET.sub("]", content))
+    if fmt == "html":
+        return len(_TAG.sub("", content))
+    return len(content)
 
 
 def _emit(

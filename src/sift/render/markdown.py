@@ -215,7 +215,7 @@ class Emitter:
             blocks = [b for b in blocks if b]
             if not blocks:
                 continue
-            marker = f"{n}. " if ordered else "- "
+            marker = f"{n}. " if ordered and self.markdown else "- "  # text: no numbers
             n += 1
             body = "\n".join(blocks) if len(blocks) > 1 else blocks[0]
             pad = " " * len(marker)
@@ -294,7 +294,7 @@ class Emitter:
             return self._img(el)
         if tag in BLOCK_TAGS:
             # A block inside an inline context (invalid HTML, or <a> wrapping <div>s).
-            return _BREAK + "\n\n".join(self._blocks(el, include_self=True)) + _BREAK
+            return _BREAK + _BREAK.join(self._blocks(el, include_self=True)) + _BREAK
         inner = self._inline_children(el)
         if not self.markdown:
             return inner
@@ -378,6 +378,11 @@ def _indent(text: str, pad: str, *, first: bool = True) -> str:
     out = [lines[0] if not first else (pad + lines[0] if lines[0] else "")]
     out.extend(pad + line if line else "" for line in lines[1:])
     return "\n".join(out)
+
+
+def escape_paragraph(text: str) -> str:
+    """Plain text as one markdown paragraph: markup characters and line starts escaped."""
+    return _escape_line_starts(_MD_ESCAPE.sub(r"\\\1", text))
 
 
 def _escape_line_starts(text: str) -> str:

@@ -132,11 +132,26 @@ def render_xml(body_utf8: bytes) -> tuple[str | None, str]:
         return None, body_utf8.decode("utf-8", errors="replace")
     if _local(root.tag) in ("rss", "feed", "rdf"):
         return _render_feed(root)
-    lines = []
-    for el in root.iter():
+    return None, "\n".join(_xml_lines(root))
+
+
+def _xml_lines(root: Any) -> list[str]:
+    """One line per element with text; an element with mixed content (a child followed by
+    more text, ``<a>Why <b>x</b> are great</a>``) is one line of all its text."""
+    lines: list[str] = []
+    stack = [root]
+    while stack:
+        el = stack.pop()
+        children = [c for c in el if isinstance(c.tag, str)]
+        if any(c.tail and c.tail.strip() for c in children):
+            line = _text_of(el)
+            if line:
+                lines.append(line)
+            continue
         if el.text and el.text.strip():
             lines.append(normalize_inline(el.text))
-    return None, "\n".join(lines)
+        stack.extend(reversed(children))
+    return lines
 
 
 def render_pdf(body: bytes, *, max_pages: int = DEFAULT_MAX_PDF_PAGES) -> tuple[str | None, str]:

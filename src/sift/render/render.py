@@ -12,6 +12,7 @@ from __future__ import annotations
 import html as html_lib
 
 from sift.errors import UnsupportedContentType
+from sift.fetch.charset import header_charset
 from sift.render import nonhtml
 from sift.render.decode import decode
 from sift.render.html import compile_selector, render_html
@@ -102,9 +103,10 @@ def render(
 ) -> Rendered:
     """Render ``body`` (as fetched from ``url``) per ``options``.
 
-    ``charset`` is the one the fetcher determined (HTTP header), if any; otherwise it is
-    detected. Raises ``UnsupportedContentType`` for binaries and ``BadRequest`` for invalid
-    selectors; any other input, however malformed, yields a ``Rendered``.
+    ``charset`` is the one the fetcher determined (HTTP header), if any; else the
+    ``charset=`` parameter of ``content_type``; otherwise it is detected. Raises
+    ``UnsupportedContentType`` for binaries and ``BadRequest`` for invalid selectors; any
+    other input, however malformed, yields a ``Rendered``.
     """
     for sel in (*options.exclude, *([options.selector] if options.selector else [])):
         compile_selector(sel)
@@ -125,7 +127,7 @@ def render(
         )
     if kind == "text" and looks_binary(body):
         raise UnsupportedContentType(f"the body is labelled {mtype or 'text'} but is binary")
-    text, _codec = decode(body, charset)
+    text, _codec = decode(body, charset or header_charset(content_type))
     if options.format == "raw":
         return Rendered(title=None, lang=None, content=text, extractor="raw")
     if kind == "html":
