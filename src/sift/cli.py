@@ -13,12 +13,10 @@ import contextlib
 import ipaddress
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +28,7 @@ from sift.dcache import DB
 from sift.errors import ConfigError, SiftError
 from sift.fetch import Fetcher
 from sift.mcp.command import add_mcp_parser
+from sift.workers import RenderPool
 
 EXIT_CONFIG = 2
 
@@ -73,11 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    # Rendering is CPU-bound: a process pool uses every core and keeps the event loop free.
-    # "spawn", because forking a process that already runs threads is unsafe.
-    workers = settings.render_workers or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-    app = create_app(settings, db, build_fetcher(settings), render_executor=pool)
+    app = create_app(settings, db, build_fetcher(settings), render_pool=render_pool(settings))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
     # handler it found: make that handler a clean exit rather than death by signal.
@@ -93,6 +88,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
     )
     return 0
+
+
+def render_pool(settings: Settings) -> RenderPool:
+    """The process's render pool (not started): one worker per core unless configured.
+    Rendering is CPU-bound: processes use every core and keep the event loop free."""
+    workers = settings.render_workers or os.cpu_count() or 1
+    return RenderPool(workers, memory_bytes=settings.render_memory_bytes)
 
 
 def build_fetcher(settings: Settings) -> Fetcher:
@@ -134,12 +136,16 @@ async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any
     opts = parse_options({"url": url, **options})
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     try:
-        async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_executor=None)
-            try:
-                return await service.fetch(OPERATOR, opts)
-            finally:
-                await service.close()
+        pool = RenderPool(1, memory_bytes=settings.render_memory_bytes)
+        try:
+            async with build_fetcher(settings) as fetcher:
+                service = Service(settings, adb, fetcher, render_pool=pool)
+                try:
+                    return await service.fetch(OPERATOR, opts)
+                finally:
+                    await service.close()
+        finally:
+            pool.close()
     finally:
         await adb.close()
 

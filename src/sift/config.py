@@ -154,6 +154,25 @@ class ClassSettings:
         default=10.0, metadata=_doc("Deadline for one TCP+TLS connect.")
     )
     max_redirects: int = field(default=5, metadata=_doc("Redirect hops followed per fetch."))
+    render_timeout_s: float = field(
+        default=10.0,
+        metadata=_doc(
+            "Wall-clock limit of one render; past it the render worker is killed (render_timeout)."
+        ),
+    )
+    render_max_bytes: int = field(
+        default=4 << 20,
+        metadata=_doc(
+            "Largest rendered output kept per page (at least output_cap); rendering stops "
+            "past it with the render_budget_exceeded warning.",
+            size=True,
+        ),
+    )
+
+    @property
+    def render_budget_bytes(self) -> int:
+        """The render output budget: ``render_max_bytes``, never below the output cap."""
+        return max(self.render_max_bytes, self.output_cap)
 
 
 def _fleet_defaults() -> ClassSettings:
@@ -164,6 +183,8 @@ def _fleet_defaults() -> ClassSettings:
         max_download_bytes=16 << 20,
         timeout_s=30.0,
         max_redirects=10,
+        render_timeout_s=30.0,
+        render_max_bytes=32 << 20,
     )
 
 
@@ -237,6 +258,14 @@ class Settings:
     render_workers: int = field(
         default=0,
         metadata=_doc("Processes that render pages (sift serve); 0 means one per CPU core."),
+    )
+    render_memory_bytes: int = field(
+        default=1 << 30,
+        metadata=_doc(
+            "Address-space limit of each render worker (0: none); a render needing more "
+            "fails with render_failed and the worker is replaced.",
+            size=True,
+        ),
     )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=_doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
@@ -556,10 +585,11 @@ def validate(settings: Settings, where: str) -> None:
             "max_targets",
             "max_download_bytes",
             "max_redirects",
+            "render_max_bytes",
         ):
             if getattr(c, fname) < (0 if fname == "max_redirects" else 1):
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
-        for fname in ("timeout_s", "connect_timeout_s"):
+        for fname in ("timeout_s", "connect_timeout_s", "render_timeout_s"):
             if getattr(c, fname) <= 0:
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
         for cidr in c.private_cidrs:

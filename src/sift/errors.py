@@ -18,6 +18,9 @@ code (a test keeps the two in step).
     ├── NotFound               (404 not_found)
     ├── QuotaExceeded          (429 quota_exceeded)
     │   └── ServiceBusy        (503 service_busy)
+    ├── RenderUnavailable      (503 render_unavailable)  render workers cannot start
+    ├── RenderFailed           (502 render_failed)     the page exceeds the render limits
+    │   └── RenderTimeout      (504 render_timeout)
     ├── Blocked                (403 blocked_address)
     │   └── RobotsDisallowed   (403 robots_disallowed)
     └── UpstreamError          (502 upstream_error)
@@ -132,6 +135,34 @@ class ServiceBusy(QuotaExceeded):
     code = "service_busy"
     status = 503
     default_hint = "The server is at capacity; retry after the Retry-After delay."
+
+
+class RenderUnavailable(SiftError):
+    code = "render_unavailable"
+    status = 503
+    default_hint = (
+        "sift cannot render pages right now (its render workers do not start); "
+        "retry later, and tell the operator: the server log and /healthz say why."
+    )
+
+
+class RenderFailed(SiftError):
+    code = "render_failed"
+    status = 502
+    default_hint = (
+        "This page needs more memory than sift's render workers may use (or crashed the "
+        "renderer); ask for format=raw, narrow it with selector, or fetch a smaller page."
+    )
+
+
+class RenderTimeout(RenderFailed):
+    code = "render_timeout"
+    status = 504
+    default_hint = (
+        "Rendering this page took longer than your class's render time limit; use a simpler "
+        "selector (or none), ask for format=raw, or fetch a smaller page. The same request "
+        "will time out again."
+    )
 
 
 class Blocked(SiftError):

@@ -16,7 +16,6 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeVar
@@ -32,7 +31,8 @@ from sift.metrics import Metrics
 from sift.options import Effective, FetchOptions, apply_class
 from sift.principal import Principal
 from sift.render import RenderOptions, cap
-from sift.snapshot import Snapshot, cheap_to_render, render_call
+from sift.snapshot import DEFAULT_RENDER_TIMEOUT_S, Snapshot, render_call, renders_inline
+from sift.workers import RenderPool
 
 CacheState = Literal["hit", "miss", "revalidated"]
 CHECKED_URLS_MAX = 10_000
@@ -65,7 +65,8 @@ class _DBRobotsCache:
 
 
 class Service:
-    """One per process. ``render_executor`` runs CPU-bound rendering off the event loop."""
+    """One per process. ``render_pool`` renders off the event loop, under time and memory
+    limits; only small plain text is rendered in place (``snapshot.renders_inline``)."""
 
     def __init__(
         self,
@@ -73,7 +74,7 @@ class Service:
         adb: AsyncDB,
         fetcher: Fetcher,
         *,
-        render_executor: Executor | None,
+        render_pool: RenderPool,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -82,7 +83,7 @@ class Service:
         self.fetcher = fetcher
         self.metrics = metrics or Metrics()
         self._clock = clock
-        self._render_executor = render_executor
+        self.render_pool = render_pool
         self._robots_cache = _DBRobotsCache(adb)
         self._hot = HotCache(max_bytes=settings.cache.hot_bytes)
         self._responses: BytesLRU[tuple[Principal, FetchOptions], _Memo] = BytesLRU(
@@ -183,6 +184,8 @@ class Service:
             selector=opts.selector,
             exclude=opts.exclude,
             links=opts.links,
+            max_bytes=limits.render_budget_bytes,
+            timeout_s=limits.render_timeout_s,
         )
         page_key = self._page_key(target.url, opts, policy)
         render_key = f"{_render_options_key(ropts)} {page_key}"
@@ -400,12 +403,11 @@ class Service:
     ) -> Snapshot:
         charset = loads(page.headers_json or "{}").get("charset")
         args = (body, page.content_type, page.final_url, ropts, charset)
-        if cheap_to_render(page.content_type, len(body)):
-            # A trip to the render pool costs more than rendering this in place.
+        if renders_inline(page.content_type, body, charset):
             rendered = render_call(*args)
         else:
-            loop = asyncio.get_running_loop()
-            rendered = await loop.run_in_executor(self._render_executor, render_call, *args)
+            timeout_s = ropts.timeout_s or DEFAULT_RENDER_TIMEOUT_S
+            rendered = await self.render_pool.run(render_call, *args, timeout_s=timeout_s)
         snap = Snapshot(
             url=page.url,
             final_url=page.final_url,
