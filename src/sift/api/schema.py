@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sift.options import MAX_EXCLUDES, MAX_INT, MAX_SELECTOR_CHARS, MAX_URL_BYTES
+from sift.render.selector import LIMITS_TEXT
 
 
 class FetchRequest(BaseModel):
@@ -22,10 +23,15 @@ class FetchRequest(BaseModel):
     )
     main_content: bool = Field(True, description="Main content only (false: the whole page).")
     selector: str | None = Field(
-        None, max_length=MAX_SELECTOR_CHARS, description="CSS selector to keep."
+        None,
+        min_length=1,
+        max_length=MAX_SELECTOR_CHARS,
+        description=f"CSS selector to keep. {LIMITS_TEXT}",
     )
-    exclude: list[str] = Field(
-        default_factory=list, max_length=MAX_EXCLUDES, description="CSS selectors to drop."
+    exclude: list[Annotated[str, Field(min_length=1, max_length=MAX_SELECTOR_CHARS)]] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDES,
+        description=f"CSS selectors to drop. {LIMITS_TEXT}",
     )
     links: bool = Field(False, description="Return the page's links.")
     max_bytes: int | None = Field(

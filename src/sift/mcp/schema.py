@@ -14,6 +14,7 @@ import mcp.types as types
 
 from sift.batch.submit import MAX_IDEM_KEY_CHARS
 from sift.options import FORMATS, MAX_EXCLUDES, MAX_INT, MAX_SELECTOR_CHARS, MAX_URL_BYTES
+from sift.render.selector import LIMITS_TEXT
 
 # A tool result lands in a model's context window: unless the caller asks for more, one
 # fetch returns at most this many bytes (and never more than the caller's class cap).
@@ -46,7 +47,7 @@ _SELECTOR: Final = {
     "minLength": 1,
     "maxLength": MAX_SELECTOR_CHARS,
     "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
-    "'article' or '#content'.",
+    f"'article' or '#content'. {LIMITS_TEXT}",
 }
 _MAX_BYTES_BATCH: Final = {
     "type": "integer",
@@ -179,9 +180,13 @@ BATCH_SUBMIT_TOOL: Final = types.Tool(
                     "selector": _SELECTOR,
                     "exclude": {
                         "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_SELECTOR_CHARS,
+                        },
                         "maxItems": MAX_EXCLUDES,
-                        "description": "CSS selectors of elements to drop.",
+                        "description": f"CSS selectors of elements to drop. {LIMITS_TEXT}",
                     },
                     "max_bytes": _MAX_BYTES_BATCH,
                     "max_age_s": {
