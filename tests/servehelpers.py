@@ -52,9 +52,14 @@ def write_config(tmp_path: Path, extra: str = "") -> tuple[Path, str, str]:
 
 @contextmanager
 def sift_serve(
-    tmp_path: Path, *, config: tuple[Path, str, str] | None = None, data_dir: Path | None = None
+    tmp_path: Path,
+    *,
+    config: tuple[Path, str, str] | None = None,
+    data_dir: Path | None = None,
+    healthy: bool = True,
 ) -> Iterator[Served]:
-    """Start `sift serve`, wait for /healthz, stop it with SIGTERM on exit."""
+    """Start `sift serve`, wait for /healthz (any answer when ``healthy`` is False), stop it
+    with SIGTERM on exit."""
     cfg, fleet, restricted = config or write_config(tmp_path)
     data = data_dir or tmp_path / "data"
     port = free_port()
@@ -79,7 +84,9 @@ def sift_serve(
     deadline = time.monotonic() + 30
     while True:
         try:
-            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
+            answer = httpx.get(f"{base}/healthz", timeout=5)
+            if healthy:
+                answer.raise_for_status()
             break
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:

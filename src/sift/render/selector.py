@@ -3,9 +3,12 @@
 lxml runs a CSS selector as XPath inside libxml2, where its cost is out of sift's reach:
 ``:has()`` becomes a descendant search per candidate element (nested, a power of the page
 size: ``div:has(div:has(div:has(span)))`` freezes a 2 KiB page for seconds), and every
-combinator and pseudo-class adds a pass. So a selector is parsed (cssselect) and refused with
-a reason when it is too big; what remains is linear or close to it, and the render pool's
-wall-clock limit is the backstop. The limits are per selector, plus one on the total size of
+combinator and pseudo-class adds a pass, and everything that looks at siblings (``+``, ``~``,
+``:first-child``, ``:nth-child()``, ``:last-of-type`` …) counts siblings per element:
+quadratic or worse in the number of siblings (``p:nth-last-child(2)`` over 40,000
+paragraphs: 52 s; ``p + p`` over 4,000: 16 s). So a selector is parsed (cssselect) and
+refused with a reason when it is too big or looks at siblings; what remains is linear or
+close to it, and the render pool's wall-clock limit is the backstop. The limits are per selector, plus one on the total size of
 ``selector`` and ``exclude`` together.
 """
 
@@ -29,9 +32,14 @@ LIMITS_TEXT = (
     f"Each selector: at most {MAX_SELECTOR_CHARS} characters, {MAX_ALTERNATIVES} "
     f"comma-separated parts, {MAX_COMBINATORS} combinators and {MAX_PSEUDO_CLASSES} "
     f"pseudo-classes; at most {MAX_HAS} :has() in selector and exclude together, never nested; "
-    f"selector and exclude at most {MAX_TOTAL_CHARS} characters together (else 422)."
+    f"selector and exclude at most {MAX_TOTAL_CHARS} characters together; no sibling "
+    "selectors ('+', '~', :first-child, :nth-child() …). Otherwise 422."
 )
 
+_SIBLING_COMBINATORS = frozenset({"+", "~"})
+_SIBLING_PSEUDOS = frozenset(
+    {"first-child", "last-child", "only-child", "first-of-type", "last-of-type", "only-of-type"}
+)
 _PSEUDO_CLASSES = (
     "Function",
     "Pseudo",
@@ -57,10 +65,21 @@ def _children(node: Any) -> Iterator[Any]:
                 yield arg[1]
 
 
+def _sibling_pseudo(node: Any) -> bool:
+    kind = type(node).__name__
+    if kind == "Pseudo":
+        return str(node.ident).lower() in _SIBLING_PSEUDOS
+    return kind == "Function" and str(node.name).lower().startswith("nth-")
+
+
 def _count(node: Any, counts: dict[str, int], in_has: bool) -> None:
     kind = type(node).__name__
     if kind == "CombinedSelector":
         counts["combinators"] += 1
+        if node.combinator in _SIBLING_COMBINATORS:
+            counts["siblings"] += 1
+    if _sibling_pseudo(node):
+        counts["siblings"] += 1
     if kind in _PSEUDO_CLASSES:
         counts["pseudo"] += 1
     if kind == "Relation":
@@ -68,6 +87,10 @@ def _count(node: Any, counts: dict[str, int], in_has: bool) -> None:
         if in_has:
             counts["nested_has"] += 1
         in_has = True
+        for arg in getattr(node, "arguments", None) or ():
+            combinator = getattr(arg[0], "value", None) if isinstance(arg, tuple) else None
+            if combinator in _SIBLING_COMBINATORS:
+                counts["siblings"] += 1
     for child in _children(node):
         _count(child, counts, in_has)
 
@@ -82,7 +105,7 @@ def selector_problems(selector: str) -> tuple[list[str], int]:
         group = parse(selector)
     except (SelectorError, SyntaxError, ValueError, RecursionError) as exc:
         return [f"not a valid CSS selector ({exc})"], 0
-    counts = {"combinators": 0, "pseudo": 0, "has": 0, "nested_has": 0}
+    counts = {"combinators": 0, "pseudo": 0, "has": 0, "nested_has": 0, "siblings": 0}
     for sel in group:
         _count(sel, counts, False)
     problems = []
@@ -92,6 +115,12 @@ def selector_problems(selector: str) -> tuple[list[str], int]:
         problems.append(f"{counts['combinators']} combinators (at most {MAX_COMBINATORS})")
     if counts["pseudo"] > MAX_PSEUDO_CLASSES:
         problems.append(f"{counts['pseudo']} pseudo-classes (at most {MAX_PSEUDO_CLASSES})")
+    if counts["siblings"]:
+        problems.append(
+            "looks at siblings ('+', '~', :first-child, :nth-child() and the like), which "
+            "costs time quadratic in the number of siblings; select by tag, class, id, "
+            "attribute, descendant or '>' instead"
+        )
     if counts["nested_has"]:
         problems.append(":has() inside :has() (its cost grows as a power of the page size)")
     return problems, counts["has"]

@@ -48,11 +48,16 @@ START_TIMEOUT_S = 60.0
 BROKEN_RETRY_S = 2.0
 
 
-def _limit_memory(max_bytes: int) -> None:
-    if max_bytes > 0:
-        import resource
+def _limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space (soft limit; None lifts it again, so a worker out
+    of memory can still report why before it exits)."""
+    import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if max_bytes is None:
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    elif max_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, hard))
 
 
 def _selftest() -> None:
@@ -73,6 +78,7 @@ def _worker_main(conn: Connection, memory_bytes: int) -> None:
         _limit_memory(memory_bytes)
         _selftest()
     except BaseException as exc:  # noqa: BLE001 - any failure here means "cannot render"
+        _limit_memory(None)
         conn.send(("broken", f"{type(exc).__name__}: {exc}"[:300]))
         return
     conn.send(("ready", os.getpid()))
@@ -87,6 +93,7 @@ def _worker_main(conn: Connection, memory_bytes: int) -> None:
         try:
             conn.send(("ok", fn(*args)))
         except MemoryError:
+            _limit_memory(None)
             conn.send(("nomem", None))
             return  # a fresh worker replaces this one
         except SiftError as exc:
@@ -256,6 +263,7 @@ class RenderPool:
                     raise RenderFailed(
                         f"the render worker died twice rendering this page ({exc})"
                     ) from None
+                continue  # once more, on the new worker
             except _Broken as exc:
                 self.broken, self._broken_at = str(exc), time.monotonic()
                 self._replace(worker)
@@ -282,6 +290,7 @@ class RenderPool:
             try:
                 kind, detail = conn.recv()
             except (EOFError, OSError):
+                worker.proc.join(1)
                 raise _Broken(f"a worker exited at start (code {worker.proc.exitcode})") from None
             if kind != "ready":
                 raise _Broken(str(detail))
