@@ -225,3 +225,33 @@ def test_healthz_is_unhealthy_while_render_workers_cannot_start(
         # Plain text needs no render worker.
         r = fetch(served, url=upstream.base_url + "/text")
         assert (r.status_code, r.json()["content"]) == (200, "plain words")
+
+
+def test_batch_body_limit_scales_with_the_callers_class(
+    served: Served, upstream: SyncUpstream
+) -> None:
+    # 450 targets of ~2.5 KB: within a restricted caller's 500 targets, but over what its
+    # class may send in one body (64 KiB + 500 x 2 KiB), which is parsed on the event loop.
+    targets = [f"{upstream.base_url}/text?{i}&{'q' * 2500}" for i in range(450)]
+    body = {"targets": targets}
+
+    def submit(key: str, idem: str) -> httpx.Response:
+        return httpx.post(
+            f"{served.base_url}/v1/batch",
+            json=body,
+            headers={"Authorization": f"Bearer {key}", "Idempotency-Key": idem},
+            timeout=60,
+        )
+
+    r = submit(served.restricted_key, "big-r")
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "request_too_large"
+    assert r.json()["error"]["message"].endswith(f"exceeds {(64 << 10) + 500 * 2048} bytes")
+    r = submit(served.fleet_key, "big-f")
+    assert r.status_code == 202
+    job = r.json()["id"]
+    httpx.delete(
+        f"{served.base_url}/v1/batch/{job}",
+        headers={"Authorization": f"Bearer {served.fleet_key}"},
+        timeout=30,
+    ).raise_for_status()

@@ -111,6 +111,19 @@ class BatchSettings:
             size=True,
         ),
     )
+    request_bytes_per_target: int = field(
+        default=2 << 10,
+        metadata=_doc(
+            "POST /v1/batch body allowance per target the caller's class may submit: the "
+            "body limit is 64 KiB + max_targets x this, at most batch.max_request_bytes.",
+            size=True,
+        ),
+    )
+
+    def request_max_bytes(self, max_targets: int) -> int:
+        """The largest batch body a class allowed ``max_targets`` targets may send: a body
+        is parsed in one go on the event loop, so it scales with what the class may submit."""
+        return min(self.max_request_bytes, (64 << 10) + max_targets * self.request_bytes_per_target)
 
 
 @dataclass(frozen=True)
