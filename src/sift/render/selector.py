@@ -8,8 +8,8 @@ combinator and pseudo-class adds a pass, and everything that looks at siblings (
 quadratic or worse in the number of siblings (``p:nth-last-child(2)`` over 40,000
 paragraphs: 52 s; ``p + p`` over 4,000: 16 s). So a selector is parsed (cssselect) and
 refused with a reason when it is too big or looks at siblings; what remains is linear or
-close to it, and the render pool's wall-clock limit is the backstop. The limits are per selector, plus one on the total size of
-``selector`` and ``exclude`` together.
+close to it, and the render pool's wall-clock limit is the backstop. The limits are per
+selector, plus one on the total size of ``selector`` and ``exclude`` together.
 """
 
 from __future__ import annotations
