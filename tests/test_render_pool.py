@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -104,3 +105,16 @@ async def test_workers_that_cannot_start_make_the_pool_unhealthy() -> None:
             await pool.run(echo, "x", timeout_s=30)
     finally:
         pool.close()
+
+
+async def test_close_stops_running_and_queued_renders() -> None:
+    pool = RenderPool(1)
+    await pool.run(echo, "warm", timeout_s=30)
+    running = asyncio.ensure_future(pool.run(backtrack, 64, timeout_s=600))
+    queued = asyncio.ensure_future(pool.run(backtrack, 64, timeout_s=600))
+    await asyncio.sleep(0.5)
+    pool.close()  # kills the busy worker; nothing waits for the 600 s limits
+    for job in (running, queued):
+        with pytest.raises(RenderUnavailable, match="shut down"):
+            await job
+    assert pool.pids() == []

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar
 
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB, PageEntry
-from sift.errors import SiftError, SnapshotGone
+from sift.errors import RenderFailed, SiftError, SnapshotGone
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target
 from sift.fetch.policy import RESTRICTED_PORTS
 from sift.hotcache import BytesLRU, HotCache
@@ -36,6 +36,9 @@ from sift.workers import RenderPool
 
 CacheState = Literal["hit", "miss", "revalidated"]
 CHECKED_URLS_MAX = 10_000
+# Renders that timed out or ran out of memory are answered from memory for this long.
+RENDER_FAILURE_TTL_S = 60
+RENDER_FAILURES_MAX = 1024
 COUNTER_FLUSH_S = 5.0
 T = TypeVar("T")
 
@@ -93,6 +96,7 @@ class Service:
         self._robots: dict[tuple[str, bool], RobotsChecker] = {}
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
+        self._render_failures: dict[tuple[str, str, float], tuple[int, RenderFailed]] = {}
         self._pending: dict[str, int] = {}
         self._flushed_at = time.monotonic()
         self._flush_task: asyncio.Future[None] | None = None
@@ -406,8 +410,20 @@ class Service:
         if renders_inline(page.content_type, body, charset):
             rendered = render_call(*args)
         else:
+            # A page that timed out or ran out of memory fails the same way for a while
+            # without taking a render worker again (it would hold one for the whole limit).
             timeout_s = ropts.timeout_s or DEFAULT_RENDER_TIMEOUT_S
-            rendered = await self.render_pool.run(render_call, *args, timeout_s=timeout_s)
+            failed_key = (page.digest, render_key, timeout_s)
+            failed = self._render_failures.get(failed_key)
+            if failed is not None and failed[0] > now:
+                raise type(failed[1])(failed[1].message, hint=failed[1].hint)
+            try:
+                rendered = await self.render_pool.run(render_call, *args, timeout_s=timeout_s)
+            except RenderFailed as exc:
+                if len(self._render_failures) >= RENDER_FAILURES_MAX:
+                    self._render_failures.pop(next(iter(self._render_failures)))
+                self._render_failures[failed_key] = (now + RENDER_FAILURE_TTL_S, exc)
+                raise
         snap = Snapshot(
             url=page.url,
             final_url=page.final_url,

@@ -160,13 +160,15 @@ class RenderPool:
         self.workers = workers
         self.memory_bytes = memory_bytes
         self._ctx = multiprocessing.get_context("spawn")
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        # Idle workers; None is the shutdown sentinel for threads waiting for one.
+        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
         self._started = 0
         self._closed = False
         self._busy = 0  # renders handed to the threads and not yet answered
+        self._probe: asyncio.Future[str | None] | None = None  # the health check's render
         self.broken: str | None = None  # why workers cannot start, while they cannot
         self._broken_at = 0.0
         self.replaced = 0  # workers killed or lost and started again (for tests and logs)
@@ -188,10 +190,12 @@ class RenderPool:
             self._closed = True
             workers, self._all = list(self._all), set()
             threads, self._threads = self._threads, None
+        for _ in range(self.workers):
+            self._idle.put(None)  # wakes every thread waiting for a worker
         for w in workers:
             w.stop()
         if threads is not None:
-            threads.shutdown(wait=True, cancel_futures=True)
+            threads.shutdown(wait=True)  # queued renders meet the sentinel and fail fast
 
     def pids(self) -> list[int]:
         """The live workers' process ids."""
@@ -232,19 +236,29 @@ class RenderPool:
             self._busy -= 1
         return result
 
-    async def check(self, timeout_s: float = 10.0) -> str | None:
+    async def check(self, wait_s: float = 2.0) -> str | None:
         """Why rendering cannot work now, or None. Proves it with a tiny render when a
-        worker is free (a busy pool is not a broken one)."""
+        worker is free (a busy pool is not a broken one), waiting at most ``wait_s`` for
+        it: a worker still starting answers later, and until then the last known state
+        stands."""
         if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
             return self.broken
         if self._busy >= self.workers:
             return self.broken  # every worker is rendering: busy, and not known broken
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._probe_once())
         try:
-            await self.run(_selftest, timeout_s=timeout_s)
-        except RenderUnavailable:
-            return self.broken or "the render pool is shut down"
+            return await asyncio.wait_for(asyncio.shield(self._probe), wait_s)
+        except TimeoutError:
+            return self.broken
+
+    async def _probe_once(self) -> str | None:
+        try:
+            await self.run(_selftest, timeout_s=START_TIMEOUT_S)
+        except RenderUnavailable as exc:
+            return self.broken or exc.message
         except SiftError:
-            return None  # a render failed or was slow: that worker was replaced
+            return None  # a slow or failed render: that worker was replaced, not broken
         return None
 
     def _call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> Any:
@@ -254,6 +268,9 @@ class RenderPool:
             if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
                 raise RenderUnavailable(f"render workers cannot start: {self.broken}")
             worker = self._idle.get()
+            if worker is None:
+                self._idle.put(None)  # for the next waiting thread
+                raise RenderUnavailable("the render pool is shut down")
             try:
                 result = self._call_on(worker, fn, args, timeout_s)
             except _Died as exc:
