@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import multiprocessing
 import os
 import queue
@@ -40,6 +41,7 @@ from typing import Any, TypeVar
 from sift.errors import RenderFailed, RenderTimeout, RenderUnavailable, SiftError
 
 T = TypeVar("T")
+log = logging.getLogger("sift.render")
 
 # How long a new worker may take to import the renderer and answer "ready".
 START_TIMEOUT_S = 60.0
@@ -274,6 +276,7 @@ class RenderPool:
             try:
                 result = self._call_on(worker, fn, args, timeout_s)
             except _Died as exc:
+                log.warning("a render worker died (%s); replaced", exc)
                 self._replace(worker)
                 deaths += 1
                 if deaths > 1:
@@ -282,10 +285,13 @@ class RenderPool:
                     ) from None
                 continue  # once more, on the new worker
             except _Broken as exc:
+                if self.broken is None:
+                    log.error("render workers cannot start: %s", exc)
                 self.broken, self._broken_at = str(exc), time.monotonic()
                 self._replace(worker)
                 raise RenderUnavailable(f"render workers cannot start: {exc}") from None
             except RenderTimeout:
+                log.warning("a render hit its %g s limit; its worker was killed", timeout_s)
                 self._replace(worker)
                 raise
             except RenderFailed:
