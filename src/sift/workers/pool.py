@@ -25,7 +25,6 @@ Workers are started with ``spawn``: forking a process that already runs threads 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import multiprocessing
 import os
@@ -125,18 +124,12 @@ class _Worker:
         return self.proc.pid
 
     def kill(self) -> None:
-        """SIGKILL and reap; idempotent."""
+        """SIGKILL, reap and close the pipe; idempotent. Only the thread using the worker
+        (or ``close`` once no thread runs) calls it: the pipe is closed here."""
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(5)
         self.conn.close()
-
-    def stop(self) -> None:
-        """Ask to exit (EOF on the pipe), then make sure."""
-        with contextlib.suppress(OSError):
-            self.conn.send(None)
-        self.proc.join(2)
-        self.kill()
 
 
 class _Died(Exception):
@@ -194,10 +187,17 @@ class RenderPool:
             threads, self._threads = self._threads, None
         for _ in range(self.workers):
             self._idle.put(None)  # wakes every thread waiting for a worker
+        # 1. Kill the processes only: a thread still waiting on a worker's pipe sees EOF and
+        #    closes that pipe itself (closing it from here would race with its poll).
         for w in workers:
-            w.stop()
+            if w.proc.is_alive():
+                w.proc.kill()
+        # 2. Wait for the threads; queued renders meet the sentinel and fail fast.
         if threads is not None:
-            threads.shutdown(wait=True)  # queued renders meet the sentinel and fail fast
+            threads.shutdown(wait=True)
+        # 3. No thread runs now: reap every worker and close the pipes left open.
+        for w in workers:
+            w.kill()
 
     def pids(self) -> list[int]:
         """The live workers' process ids."""
