@@ -39,6 +39,7 @@ from sift.fetch import Fetcher, StaticResolver
 from sift.options import FetchOptions
 from sift.principal import Principal
 from sift.service import Service
+from sift.workers import RenderPool
 
 HOST = "127.0.1.1"
 NAME = "pub.test"
@@ -180,7 +181,8 @@ async def main() -> None:
     )
     await fetcher.start()
     browser = Browser(settings.browser, fetcher)
-    service = Service(settings, adb, fetcher, render_executor=None, browser=browser)
+    pool = RenderPool(2, memory_bytes=settings.render_memory_bytes)
+    service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
     agent = Principal("agent", "restricted")
     round_no = 0
 
@@ -239,6 +241,7 @@ async def main() -> None:
     await browser.close()
     await service.close()
     await fetcher.close()
+    pool.close()
     await adb.close()
     await runner.cleanup()
 

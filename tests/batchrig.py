@@ -23,6 +23,7 @@ from sift.config import BatchSettings, Settings
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
 from sift.service import Service
+from sift.workers import RenderPool
 from upstream import Handler, Upstream
 
 INDEXER = Principal("indexer", "fleet")
@@ -75,13 +76,15 @@ async def batch_rig(tmp_path: Path, **batch: Any) -> AsyncIterator[Rig]:
     fetcher = fetcher_for(settings)
     await fetcher.start()
     clock = FakeClock()
-    service = Service(settings, adb, fetcher, render_executor=None, clock=clock)
+    pool = RenderPool(1)
+    service = Service(settings, adb, fetcher, render_pool=pool, clock=clock)
     runner = BatchRunner(settings, adb, service, clock=clock, sleep=clock.sleep)
     try:
         yield Rig(settings, adb, service, runner, BatchJobs(settings, adb, runner), clock)
     finally:
         await runner.stop(0)
         await fetcher.close()
+        pool.close()
         await adb.close()
 
 

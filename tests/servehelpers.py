@@ -57,8 +57,10 @@ def sift_serve(
     config: tuple[Path, str, str] | None = None,
     data_dir: Path | None = None,
     listen_host: str = "127.0.0.1",
+    healthy: bool = True,
 ) -> Iterator[Served]:
-    """Start `sift serve`, wait for /healthz, stop it with SIGTERM on exit.
+    """Start `sift serve`, wait for /healthz (any answer when ``healthy`` is False), stop it
+    with SIGTERM on exit.
 
     ``listen_host`` may be a name that resolves to 127.0.0.1 (``localhost``); the returned
     ``base_url`` always uses 127.0.0.1."""
@@ -86,7 +88,9 @@ def sift_serve(
     deadline = time.monotonic() + 30
     while True:
         try:
-            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
+            answer = httpx.get(f"{base}/healthz", timeout=5)
+            if healthy:
+                answer.raise_for_status()
             break
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:

@@ -12,13 +12,11 @@ import asyncio
 import ipaddress
 import json
 import logging
-import multiprocessing
 import os
 import signal
 import socket
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from sift import __version__, datadir
@@ -30,6 +28,7 @@ from sift.dcache import DB
 from sift.errors import ConfigError, SiftError, StoreError
 from sift.fetch import Fetcher
 from sift.mcp.command import add_mcp_parser
+from sift.workers import RenderPool
 
 EXIT_CONFIG = 2
 # `sift fetch`: the page was fetched, but the upstream answered 4xx or 5xx.
@@ -98,17 +97,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     bound_port = sock.getsockname()[1]  # the real one, also for port 0
     lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    # Rendering is CPU-bound: a process pool uses every core and keeps the event loop free.
-    # "spawn", because forking a process that already runs threads is unsafe.
-    workers = settings.render_workers or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     keys = KeyRing(
         settings.callers,
         operator_key=lock.write_operator_key(),
         anonymous_allowed=anonymous_allowed,
         load_callers=lambda: _settings(args).callers,
     )
-    app = create_app(settings, db, build_fetcher(settings), render_executor=pool, keys=keys)
+    app = create_app(
+        settings, db, build_fetcher(settings), render_pool=render_pool(settings), keys=keys
+    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal with the
     # handler it found: make that handler a clean exit rather than death by signal.
@@ -152,6 +149,13 @@ def _bind(host: str, port: int, listen: str) -> socket.socket:
     return sock
 
 
+def render_pool(settings: Settings) -> RenderPool:
+    """The process's render pool (not started): one worker per core unless configured.
+    Rendering is CPU-bound: processes use every core and keep the event loop free."""
+    workers = settings.render_workers or os.cpu_count() or 1
+    return RenderPool(workers, memory_bytes=settings.render_memory_bytes)
+
+
 def build_fetcher(settings: Settings) -> Fetcher:
     """The process's one fetcher, configured from settings (not started)."""
     from sift.fetch.egress import listen_addresses
@@ -193,14 +197,18 @@ async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any
 
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     try:
-        async with build_fetcher(settings) as fetcher:
-            browser = Browser(settings.browser, fetcher)
-            service = Service(settings, adb, fetcher, render_executor=None, browser=browser)
-            try:
-                return await service.fetch(OPERATOR, opts)
-            finally:
-                await service.close()
-                await browser.close()
+        pool = RenderPool(1, memory_bytes=settings.render_memory_bytes)
+        try:
+            async with build_fetcher(settings) as fetcher:
+                browser = Browser(settings.browser, fetcher)
+                service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
+                try:
+                    return await service.fetch(OPERATOR, opts)
+                finally:
+                    await service.close()
+                    await browser.close()
+        finally:
+            pool.close()
     finally:
         await adb.close()
 

@@ -115,6 +115,19 @@ class BatchSettings:
             size=True,
         ),
     )
+    request_bytes_per_target: int = field(
+        default=2 << 10,
+        metadata=_doc(
+            "POST /v1/batch body allowance per target the caller's class may submit: the "
+            "body limit is 64 KiB + max_targets x this, at most batch.max_request_bytes.",
+            size=True,
+        ),
+    )
+
+    def request_max_bytes(self, max_targets: int) -> int:
+        """The largest batch body a class allowed ``max_targets`` targets may send: a body
+        is parsed in one go on the event loop, so it scales with what the class may submit."""
+        return min(self.max_request_bytes, (64 << 10) + max_targets * self.request_bytes_per_target)
 
 
 @dataclass(frozen=True)
@@ -191,6 +204,25 @@ class ClassSettings:
             "Deadline for one browser page: load, waiting and extraction (also within timeout_s)."
         ),
     )
+    render_timeout_s: float = field(
+        default=10.0,
+        metadata=_doc(
+            "Wall-clock limit of one render; past it the render worker is killed (render_timeout)."
+        ),
+    )
+    render_max_bytes: int = field(
+        default=4 << 20,
+        metadata=_doc(
+            "Largest rendered output kept per page (at least output_cap); rendering stops "
+            "past it with the render_budget_exceeded warning.",
+            size=True,
+        ),
+    )
+
+    @property
+    def render_budget_bytes(self) -> int:
+        """The render output budget: ``render_max_bytes``, never below the output cap."""
+        return max(self.render_max_bytes, self.output_cap)
 
 
 def _fleet_defaults() -> ClassSettings:
@@ -206,6 +238,8 @@ def _fleet_defaults() -> ClassSettings:
         browser_pages=4,
         browser_pages_total=4,
         browser_timeout_s=30.0,
+        render_timeout_s=30.0,
+        render_max_bytes=32 << 20,
     )
 
 
@@ -380,6 +414,14 @@ class Settings:
     render_workers: int = field(
         default=0,
         metadata=_doc("Processes that render pages (sift serve); 0 means one per CPU core."),
+    )
+    render_memory_bytes: int = field(
+        default=1 << 30,
+        metadata=_doc(
+            "Address-space limit of each render worker (0: none); a render needing more "
+            "fails with render_failed and the worker is replaced.",
+            size=True,
+        ),
     )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=_doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
@@ -718,10 +760,11 @@ def validate(settings: Settings, where: str) -> None:
             "max_redirects",
             "max_inflight",
             "max_links",
+            "render_max_bytes",
         ):
             if getattr(c, fname) < (0 if fname == "max_redirects" else 1):
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
-        for fname in ("timeout_s", "connect_timeout_s"):
+        for fname in ("timeout_s", "connect_timeout_s", "render_timeout_s"):
             if getattr(c, fname) <= 0:
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
         for cidr in c.private_cidrs:

@@ -26,6 +26,9 @@ code (a test keeps the two in step).
     │   │   └── TooManyConnections (503 too_many_connections)
     │   └── RateLimited        (429 rate_limited)
     ├── BrowserUnavailable     (503 browser_unavailable)  no Chromium / Playwright here
+    ├── RenderUnavailable      (503 render_unavailable)  render workers cannot start
+    ├── RenderFailed           (502 render_failed)     the page exceeds the render limits
+    │   └── RenderTimeout      (504 render_timeout)
     ├── Blocked                (403 blocked_address)
     │   └── RobotsDisallowed   (403 robots_disallowed)
     └── UpstreamError          (502 upstream_error)
@@ -191,6 +194,34 @@ class TooManyConnections(ServiceBusy):
     default_hint = (
         "Every connection slot holds a request in progress; retry after the Retry-After "
         "delay, and reuse one kept-alive connection rather than opening many."
+    )
+
+
+class RenderUnavailable(SiftError):
+    code = "render_unavailable"
+    status = 503
+    default_hint = (
+        "sift cannot render pages right now (its render workers do not start); "
+        "retry later, and tell the operator: the server log and /healthz say why."
+    )
+
+
+class RenderFailed(SiftError):
+    code = "render_failed"
+    status = 502
+    default_hint = (
+        "This page needs more memory than sift's render workers may use (or crashed the "
+        "renderer); ask for format=raw, narrow it with selector, or fetch a smaller page."
+    )
+
+
+class RenderTimeout(RenderFailed):
+    code = "render_timeout"
+    status = 504
+    default_hint = (
+        "Rendering this page took longer than your class's render time limit; use a simpler "
+        "selector (or none), ask for format=raw, or fetch a smaller page. The same request "
+        "will time out again."
     )
 
 

@@ -17,6 +17,8 @@ from typing import Any, Literal, get_args
 
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
+from sift.render.selector import LIMITS_TEXT, check_selectors
+from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
 
 Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -29,7 +31,6 @@ MAX_URL_BYTES = 8 << 10
 URL_PATTERN = r"^\s*[Hh][Tt][Tt][Pp][Ss]?://"
 # The smallest slice: one UTF-8 character of 4 bytes (``render.cap`` refuses less).
 MIN_MAX_BYTES = 4
-MAX_SELECTOR_CHARS = 1024
 MAX_EXCLUDES = 32
 # JSON integers beyond this never reach SQLite (whose INTEGER is 64-bit signed).
 MAX_INT = (1 << 53) - 1
@@ -154,9 +155,22 @@ def parse_options(
                 problems.append("timeout_s: expected a number of seconds above 0")
             else:
                 out[name] = float(value)
+    if not problems and ("selector" in out or "exclude" in out):
+        # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
+        problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
     if problems:
-        raise BadRequest("invalid options: " + "; ".join(problems))
+        raise BadRequest(
+            "invalid options: " + "; ".join(problems),
+            hint=_SELECTOR_HINT
+            if any(p.startswith(("selector", "exclude")) for p in problems)
+            else None,
+        )
     return FetchOptions(**{k: v for k, v in out.items() if v is not None})
+
+
+_SELECTOR_HINT = "Use a simple CSS selector such as 'article', 'div.content' or '#main p'. " + (
+    LIMITS_TEXT
+)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import functools
 import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, TypeVar
@@ -28,6 +27,7 @@ from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import (
     BrowserTimeout,
     BrowserUnavailable,
+    RenderFailed,
     RobotsDisallowed,
     SiftError,
     SnapshotGone,
@@ -43,12 +43,16 @@ from sift.options import Effective, Engine, FetchOptions, apply_class
 from sift.principal import Principal
 from sift.render import RenderOptions, cap
 from sift.render.extras import cap_links, cap_title
-from sift.snapshot import Snapshot, cheap_to_render, render_call
+from sift.snapshot import DEFAULT_RENDER_TIMEOUT_S, Snapshot, render_call, renders_inline
+from sift.workers import RenderPool
 
 CacheState = Literal["hit", "miss", "revalidated"]
 # How the browser gets a page (the fetcher's place in the pipeline): url, policy, robots.
 Loader = Callable[[str, FetchPolicy, "RobotsChecker | None"], Awaitable[FetchResult]]
 CHECKED_URLS_MAX = 10_000
+# Renders that timed out or ran out of memory are answered from memory for this long.
+RENDER_FAILURE_TTL_S = 60
+RENDER_FAILURES_MAX = 1024
 COUNTER_FLUSH_S = 5.0
 T = TypeVar("T")
 
@@ -83,7 +87,8 @@ class _DBRobotsCache:
 
 
 class Service:
-    """One per process. ``render_executor`` runs CPU-bound rendering off the event loop."""
+    """One per process. ``render_pool`` renders off the event loop, under time and memory
+    limits; only small plain text is rendered in place (``snapshot.renders_inline``)."""
 
     def __init__(
         self,
@@ -91,7 +96,7 @@ class Service:
         adb: AsyncDB,
         fetcher: Fetcher,
         *,
-        render_executor: Executor | None,
+        render_pool: RenderPool,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         browser: Browser | None = None,
@@ -102,7 +107,7 @@ class Service:
         self.fetcher = fetcher
         self.metrics = metrics or Metrics()
         self._clock = clock
-        self._render_executor = render_executor
+        self.render_pool = render_pool
         self._hot = HotCache(max_bytes=settings.cache.hot_bytes)
         self._responses: BytesLRU[tuple[Principal, FetchOptions], _Memo] = BytesLRU(
             max_bytes=settings.cache.hot_bytes // 4, size=lambda m: len(m.body)
@@ -112,6 +117,7 @@ class Service:
         self._robots: dict[str, RobotsChecker] = {}
         self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
+        self._render_failures: dict[tuple[str, str, float], tuple[int, RenderFailed]] = {}
         self._pending: dict[str, int] = {}
         # Per-caller fairness for the interactive front ends (/v1/fetch, MCP fetch).
         self.inflight = InflightLimiter(
@@ -207,6 +213,8 @@ class Service:
             selector=opts.selector,
             exclude=opts.exclude,
             links=opts.links,
+            max_bytes=limits.render_budget_bytes,
+            timeout_s=limits.render_timeout_s,
         )
         engine: Engine = "browser" if opts.engine == "browser" else "http"
         extra: tuple[str, ...] = ()
@@ -559,12 +567,23 @@ class Service:
     ) -> Snapshot:
         charset = loads(page.headers_json or "{}").get("charset")
         args = (body, page.content_type, page.final_url, ropts, charset)
-        if cheap_to_render(page.content_type, len(body)):
-            # A trip to the render pool costs more than rendering this in place.
+        if renders_inline(page.content_type, body, charset):
             rendered = render_call(*args)
         else:
-            loop = asyncio.get_running_loop()
-            rendered = await loop.run_in_executor(self._render_executor, render_call, *args)
+            # A page that timed out or ran out of memory fails the same way for a while
+            # without taking a render worker again (it would hold one for the whole limit).
+            timeout_s = ropts.timeout_s or DEFAULT_RENDER_TIMEOUT_S
+            failed_key = (page.digest, render_key, timeout_s)
+            failed = self._render_failures.get(failed_key)
+            if failed is not None and failed[0] > now:
+                raise type(failed[1])(failed[1].message, hint=failed[1].hint)
+            try:
+                rendered = await self.render_pool.run(render_call, *args, timeout_s=timeout_s)
+            except RenderFailed as exc:
+                if len(self._render_failures) >= RENDER_FAILURES_MAX:
+                    self._render_failures.pop(next(iter(self._render_failures)))
+                self._render_failures[failed_key] = (now + RENDER_FAILURE_TTL_S, exc)
+                raise
         snap = Snapshot(
             url=page.url,
             final_url=page.final_url,

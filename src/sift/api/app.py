@@ -12,7 +12,6 @@ import gc
 import logging
 import signal
 from collections.abc import AsyncIterator
-from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -30,13 +29,14 @@ from sift.api.schema import ERROR_RESPONSES, Health
 from sift.browser import Browser
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
-from sift.errors import Unauthorized
+from sift.errors import RenderUnavailable, Unauthorized
 from sift.fetch import Fetcher
 from sift.jsonio import dumps
 from sift.mcp.http import install_mcp
 from sift.mcp.tools import Core
 from sift.metrics import Metrics
 from sift.service import Service
+from sift.workers import RenderPool
 
 log = logging.getLogger("sift.api")
 
@@ -46,15 +46,16 @@ def create_app(
     db: DB,
     fetcher: Fetcher,
     *,
-    render_executor: Executor | None = None,
+    render_pool: RenderPool | None = None,
     browser: Browser | None = None,
     keys: KeyRing | None = None,
 ) -> SiftApp:
-    """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_executor`` and closes them.
+    """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_pool`` and closes them.
 
-    ``render_executor`` defaults to a small thread pool; ``sift serve`` passes a process
-    pool so rendering uses every core. ``keys`` defaults to the configured callers;
-    ``sift serve`` passes a ``KeyRing`` that reloads on SIGHUP and knows the operator key.
+    ``render_pool`` defaults to one worker started on first use (tests); ``sift serve``
+    passes one worker per core, started with the app. ``keys`` defaults to the configured
+    callers; ``sift serve`` passes a ``KeyRing`` that reloads on SIGHUP and knows the
+    operator key.
     """
     keys = keys or KeyRing.from_settings(settings)
     metrics = Metrics()
@@ -65,11 +66,13 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # 1. The database worker thread; 2. the fetcher's connection pools; 3. the service.
         adb = AsyncDB(db)
-        executor = render_executor or ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+        if render_pool is not None:
+            render_pool.start()
+        pool = render_pool or RenderPool(1, memory_bytes=settings.render_memory_bytes)
         await fetcher.start()
         app.state.adb = adb
         app.state.service = Service(
-            settings, adb, fetcher, render_executor=executor, metrics=metrics, browser=browser
+            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser
         )
         # Everything allocated so far (modules, schemas, settings) lives for the whole run:
         # move it out of the collector's reach so full collections stay short under load.
@@ -93,7 +96,7 @@ def create_app(
             await app.state.service.close()
             await browser.close()
             await fetcher.close()
-            executor.shutdown(wait=True, cancel_futures=True)
+            pool.close()
             await adb.close()
 
     app = SiftApp(
@@ -124,13 +127,16 @@ def create_app(
     @app.get(
         "/healthz",
         tags=["ops"],
-        summary="Liveness and database check",
+        summary="Liveness, database and render check",
         response_model=None,
-        responses={200: {"model": Health}, 500: ERROR_RESPONSES[500]},
+        responses={200: {"model": Health}, 500: ERROR_RESPONSES[500], 503: ERROR_RESPONSES[503]},
     )
     async def healthz() -> Response:
         adb: AsyncDB = app.state.adb
         await adb.run(DB.check)
+        broken = await app.state.service.render_pool.check()
+        if broken is not None:
+            raise RenderUnavailable(f"sift cannot render pages: {broken}")
         body = {"ok": True, "version": __version__, "browser": browser.state}
         return Response(dumps(body), media_type="application/json")
 

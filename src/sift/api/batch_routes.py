@@ -55,7 +55,9 @@ def install_batch_routes(app: FastAPI) -> None:
     async def submit(request: Request) -> Response:
         jobs, principal, now = _caller(request)
         idem_key = check_idem_key(request.headers.get("idempotency-key"))
-        body = await read_json(request, request.app.state.settings.batch.max_request_bytes)
+        settings = request.app.state.settings
+        max_targets = settings.classes.get(principal.caller_class).max_targets
+        body = await read_json(request, settings.batch.request_max_bytes(max_targets))
         view, created = await jobs.submit(principal, idem_key, body, now)
         if created:
             return _json(view, 202, {"Location": f"/v1/batch/{view['id']}"})

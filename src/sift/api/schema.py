@@ -14,6 +14,7 @@ from sift.options import (
     MIN_MAX_BYTES,
     URL_PATTERN,
 )
+from sift.render.selector import LIMITS_TEXT
 
 # The constraints the server enforces (sift.options, sift.fetch.url), stated once for every
 # place a URL or a selector appears. maxLength counts characters; the server's limit is in
@@ -40,9 +41,11 @@ class FetchRequest(BaseModel):
         "markdown", description="markdown, text, cleaned main-content html, or the raw body."
     )
     main_content: bool = Field(True, description="Main content only (false: the whole page).")
-    selector: Selector | None = Field(None, description="CSS selector to keep.")
+    selector: Selector | None = Field(None, description=f"CSS selector to keep. {LIMITS_TEXT}")
     exclude: list[Selector] = Field(
-        default_factory=list, max_length=MAX_EXCLUDES, description="CSS selectors to drop."
+        default_factory=list,
+        max_length=MAX_EXCLUDES,
+        description=f"CSS selectors to drop. {LIMITS_TEXT}",
     )
     links: bool = Field(False, description="Return the page's links.")
     max_bytes: int | None = Field(

@@ -19,13 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import multiprocessing
-import os
 import secrets
 import sys
 import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from typing import IO, Any, Final
 
 from rich.console import Console
@@ -204,20 +201,22 @@ async def _run_local(
 ) -> int:
     from sift.batch.jobs import BatchJobs
     from sift.batch.runner import BatchRunner, reconcile
-    from sift.cli import build_fetcher
+    from sift.browser import Browser
+    from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
     from sift.principal import OPERATOR
     from sift.service import Service
 
     started = time.monotonic()
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    workers = settings.render_workers or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = render_pool(settings)
+    pool.start()
     interrupted = False
     try:
         await reconcile(adb, int(time.time()))
         async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_executor=pool)
+            browser = Browser(settings.browser, fetcher)  # launched on first use
+            service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
             runner = BatchRunner(settings, adb, service, principals={OPERATOR.name: OPERATOR})
             jobs = BatchJobs(settings, adb, runner)
             view, created = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
@@ -238,10 +237,11 @@ async def _run_local(
                 view = await jobs.cancel(OPERATOR, job_id, int(time.time()))
             finally:
                 await runner.stop(settings.batch.shutdown_grace_s)
+                await browser.close()
             async for line in jobs.results_ndjson(OPERATOR, job_id, int(time.time())):
                 out.write(line)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.close()
         await adb.close()
     if interrupted:
         print(f"sift: interrupted; cancelled job {job_id}", file=sys.stderr)

@@ -23,6 +23,7 @@ from sift.options import (
     MIN_MAX_BYTES,
     URL_PATTERN,
 )
+from sift.render.selector import LIMITS_TEXT
 
 # A tool result lands in a model's context window: unless the caller asks for more, one
 # fetch returns at most this many bytes (and never more than the caller's class cap).
@@ -56,7 +57,7 @@ _SELECTOR: Final = {
     "minLength": 1,
     "maxLength": MAX_SELECTOR_CHARS,
     "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
-    "'article' or '#content'.",
+    f"'article' or '#content'. {LIMITS_TEXT}",
 }
 _ENGINE: Final = {
     "type": "string",
@@ -212,7 +213,7 @@ BATCH_SUBMIT_TOOL: Final = types.Tool(
                             "maxLength": MAX_SELECTOR_CHARS,
                         },
                         "maxItems": MAX_EXCLUDES,
-                        "description": "CSS selectors of elements to drop.",
+                        "description": f"CSS selectors of elements to drop. {LIMITS_TEXT}",
                     },
                     "max_bytes": _MAX_BYTES_BATCH,
                     "max_age_s": {

@@ -49,15 +49,19 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
     from sift.batch.jobs import BatchJobs
     from sift.batch.runner import BatchRunner, reconcile
-    from sift.cli import build_fetcher
+    from sift.browser import Browser
+    from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
     from sift.service import Service
 
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    pool = render_pool(settings)
+    pool.start()
     try:
         await reconcile(adb, int(time.time()))
         async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_executor=None)
+            browser = Browser(settings.browser, fetcher)  # launched on first use
+            service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
             runner = BatchRunner(settings, adb, service, principals={principal.name: principal})
             core = Core(service, BatchJobs(settings, adb, runner))
             runner.start()
@@ -69,7 +73,9 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
                     )
             finally:
                 await runner.stop(settings.batch.shutdown_grace_s)
+                await browser.close()
     finally:
+        pool.close()
         await adb.close()
 
 

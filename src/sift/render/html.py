@@ -6,12 +6,16 @@ never-visible elements, apply the caller's ``exclude`` then ``selector``, pick t
 almost nothing of a page that has plenty of text, the whole page is rendered instead and the
 ``thin_content`` warning says so; a page of scripts with next to no text gets
 ``js_required_suspected``.
+
+Output is bounded by ``options.max_bytes``: the emitters stop past it and the result is cut
+there, with the ``render_budget_exceeded`` warning.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import sys
 from typing import Any
 from urllib.parse import urljoin
 
@@ -19,6 +23,7 @@ from lxml import etree
 
 from sift.errors import BadRequest
 from sift.render import dom, extract, pagetype
+from sift.render.cap import cap
 from sift.render.markdown import Emitter, escape_paragraph
 from sift.render.options import Rendered, RenderOptions
 
@@ -81,14 +86,24 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
     warnings: list[str] = []
     links: list[dict[str, str]] | None = [] if options.links else None
 
+    budget = _Budget(options.max_bytes)
     if chooser is not None:
         matched = [el for el in chooser(root) if el is not root]
         if not matched:
             warnings.append("selector_no_match")
         # The caller chose the content: render every match in full, in document order.
-        top = [el for el in matched if not any(a in matched for a in el.iterancestors())]
-        parts = (_emit(el, None, options, base_url, links) for el in top)
-        content = ("\n" if options.format == "html" else "\n\n").join(p for p in parts if p)
+        # A set, so finding nested matches is linear in matches x depth, not quadratic.
+        matched_set = set(matched)
+        top = [el for el in matched if not any(a in matched_set for a in el.iterancestors())]
+        parts = []
+        for el in top:
+            if budget.left <= 0:
+                break
+            part = _emit(el, None, options, base_url, links, budget)
+            if part:
+                parts.append(part)
+        content = ("\n" if options.format == "html" else "\n\n").join(parts)
+        content = budget.finish(content, warnings)
         return Rendered(title, lang, content, links or [], warnings, "sift-selector")
 
     container: Any = body
@@ -102,7 +117,7 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
         container, skip, extractor = chosen.container, chosen.skip, "sift"
         page_chars, best_score = chosen.text_chars, chosen.score
 
-    content = _emit(container, skip, options, base_url, links)
+    content = _emit(container, skip, options, base_url, links, budget)
     if options.main_content:
         kept = _visible_chars(content, options.format)
         no_prose = best_score <= 0 and page_chars > kept  # every subtree is mostly links
@@ -112,12 +127,14 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
             warnings.append("thin_content")
             if links is not None:
                 links.clear()
-            content = _emit(body, None, options, base_url, links)
+            budget = _Budget(options.max_bytes)
+            content = _emit(body, None, options, base_url, links, budget)
             extractor = "sift-page"
     if options.main_content and options.format != "html":
         content = _with_declared_facts(content, info, options.format)
     if links is not None:
         links = dom.links_of(body, base_url)  # every link of the page, not only the content's
+    content = budget.finish(content, warnings)
     visible = page_chars if options.main_content else dom.text_len(body.itertext())
     if visible < JS_SHELL_TEXT_CHARS and script_chars > max(JS_SHELL_SCRIPT_CHARS, 5 * visible):
         warnings.append("js_required_suspected")
@@ -159,23 +176,52 @@ def _visible_chars(content: str, fmt: str) -> int:
     return len(content)
 
 
+class _Budget:
+    """What is left of the output budget (characters; the final cut is in UTF-8 bytes)."""
+
+    def __init__(self, max_bytes: int | None) -> None:
+        self.max_bytes = max_bytes
+        self.left = sys.maxsize if max_bytes is None else max_bytes
+        self.exhausted = False
+
+    def spend(self, text: str, exhausted: bool) -> str:
+        self.left -= len(text)
+        self.exhausted = self.exhausted or exhausted or self.left < 0
+        return text
+
+    def finish(self, content: str, warnings: list[str]) -> str:
+        """``content`` cut to the budget at a clean boundary; says so in ``warnings``."""
+        if self.max_bytes is None:
+            return content
+        piece = cap(content, 0, self.max_bytes)
+        if self.exhausted or piece.truncated:
+            warnings.append("render_budget_exceeded")
+        return piece.content
+
+
 def _emit(
     container: Any,
     skip: Any,
     options: RenderOptions,
     base_url: str,
     links: list[dict[str, str]] | None,
+    budget: _Budget,
 ) -> str:
     try:
         if options.format == "html":
-            return _clean_html(container, skip, base_url, links)
+            html, over = _clean_html(container, skip, base_url, links, budget.left)
+            return budget.spend(html, over)
         em = Emitter(
-            markdown=options.format == "markdown", base_url=base_url, skip=skip, links=links
+            markdown=options.format == "markdown",
+            base_url=base_url,
+            skip=skip,
+            links=links,
+            max_chars=budget.left,
         )
-        return em.render(container)
+        return budget.spend(em.render(container), em.exhausted)
     except RecursionError:
         # Nesting deeper than Python's stack (the parser allows 2048 levels): plain text.
-        return dom.flat_text(container)
+        return budget.spend(dom.flat_text(container), False)
 
 
 def _clean_html(
@@ -183,9 +229,12 @@ def _clean_html(
     skip: Any,
     base_url: str,
     links: list[dict[str, str]] | None = None,
-) -> str:
+    max_chars: int = sys.maxsize,
+) -> tuple[str, bool]:
     """The container as minimal HTML: skipped chrome removed, presentational attributes
-    dropped, links and images made absolute."""
+    dropped, links and images made absolute. Also says whether ``max_chars`` ran out: then
+    the rest of the links are dropped rather than made absolute (each can grow by the
+    length of the base URL), so the copy never outgrows the page plus the budget."""
     doomed = [el for el in container.iter() if skip is not None and skip(el)]
     # Mark doomed nodes so they can be found again in the copy.
     for i, el in enumerate(doomed):
@@ -197,17 +246,20 @@ def _clean_html(
             el.attrib.pop("data-sift-drop", None)
     for el in [e for e in clone.iter() if e.get("data-sift-drop") is not None]:
         dom.remove(el)
+    grown = 0
     for el in clone.iter():
         for name in [a for a in el.attrib if a not in _KEEP_ATTRS]:
             del el.attrib[name]
         for name in ("href", "src"):
             value = el.get(name)
             if value:
-                if value.strip().lower().startswith(("javascript:", "data:")):
+                if grown > max_chars or value.strip().lower().startswith(("javascript:", "data:")):
                     del el.attrib[name]
                     continue
                 try:
-                    el.set(name, urljoin(base_url, value.strip()))
+                    absolute = urljoin(base_url, value.strip())
+                    el.set(name, absolute)
+                    grown += len(absolute)
                 except ValueError:
                     del el.attrib[name]
         if links is not None and el.tag == "a" and el.get("href"):
@@ -216,4 +268,4 @@ def _clean_html(
                 links.append({"text": text, "url": el.get("href") or ""})
     clone.tail = None
     html: str = etree.tostring(clone, method="html", encoding="unicode")
-    return html.strip()
+    return html.strip(), grown > max_chars
