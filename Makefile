@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
 	touch $(STAMP)
 
 serve: $(STAMP)
@@ -34,7 +34,7 @@ fmt: $(STAMP)
 
 # Benchmarks need the baselines in the `bench` extra.
 bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,browser,bench]'
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,17 +1,36 @@
 """Extraction benchmark: sift's renderer against real baselines, quality and speed, one run.
 
-Data: ../shared/bench/extraction/scrapinghub-article-extraction-benchmark/ (181 article
-pages with a plain-text ground truth). The metric reproduces that benchmark's evaluate.py:
-``\\w+`` tokens (case kept), multisets of 4-token shingles (texts of 1–3 tokens give one short
-shingle, empty texts none), per-page tp/fp/fn normalised by their sum; precision averaged over
-pages with tp+fp > 0, recall over pages with tp+fn > 0 (a page where both texts are empty
-scores 1), F1 the harmonic mean of the two averages.
+Sets (both under ../shared/bench/extraction/, same layout: ``ground-truth.json`` and
+``html/<id>.html.gz``):
+
+- ``scrapinghub`` — scrapinghub/article-extraction-benchmark, 181 article pages (2019);
+- ``wcxb`` — the dev split of WCXB, 1,476 pages (2025) of seven page types, reported as a
+  whole and per page type (``--type`` keeps only some types).
+
+Metrics, per set and per WCXB page type:
+
+- precision / recall / F1 of scrapinghub's ``evaluate.py``: ``\\w+`` tokens (case kept),
+  multisets of 4-token shingles (texts of 1–3 tokens give one short shingle, empty texts
+  none), per-page tp/fp/fn normalised by their sum; precision averaged over pages with
+  tp+fp > 0, recall over pages with tp+fn > 0, F1 the harmonic mean of the two averages;
+- word F1 of WCXB's ``evaluate.py``: lower-cased ``\\w+`` word multisets, per-page F1
+  (an empty output scores 0), averaged over all pages — the number WCXB publishes;
+- empty outputs on pages whose ground truth is not empty;
+- pages/s of CPU time (``time.process_time``: the machine is shared, and CPU time is what
+  one core can do), single process, and the ratio to trafilatura's on the same pages.
 
 Every extractor gets the same gzip-decompressed bytes and URL; its time includes decoding.
-sift's markdown output is scored with link targets and image paths stripped (link and alt
-text kept). Usage::
+Markdown outputs are scored with link targets and image paths stripped (link and alt text
+kept). Usage::
 
-    .venv/bin/python bench/extract.py [--data DIR] [--only NAME ...] [--dump DIR]
+    .venv/bin/python bench/extract.py [--set scrapinghub|wcxb|all] [--type TYPE ...]
+        [--only NAME ...] [--fast] [--changed] [--dump DIR] [--memory]
+
+``--fast`` runs sift ``text`` only and scores the baselines from the outputs the last full
+run cached in ``bench/.cache/`` (their pages/s come from that run, so speed ratios are only
+indicative). ``--changed`` lists the pages whose sift ``text`` word F1 moved since the
+previous run. ``--memory`` renders the largest page of each set in a fresh process and
+reports its peak RSS growth.
 """
 
 from __future__ import annotations
@@ -21,28 +40,35 @@ import gc
 import gzip
 import json
 import re
+import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_DATA = (
-    Path(__file__).resolve().parents[1].parent
-    / "shared/bench/extraction/scrapinghub-article-extraction-benchmark"
-)
-_TOKEN = re.compile(r"\w+", re.UNICODE | re.MULTILINE | re.IGNORECASE | re.DOTALL)
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared/bench/extraction"
+SETS = {
+    "scrapinghub": DATA / "scrapinghub-article-extraction-benchmark",
+    "wcxb": DATA / "wcxb-dev",
+}
+CACHE = ROOT / "bench/.cache"
+WCXB_TYPES = ("article", "service", "product", "collection", "forum", "listing", "documentation")
+
+_SHINGLE_TOKEN = re.compile(r"\w+", re.UNICODE)
 _MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
 _MD_LINK = re.compile(r"\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
 
 Extractor = Callable[[bytes, str], str]
 
 
-# ---- the benchmark's metric ----------------------------------------------------------------
+# ---- scrapinghub's shingle metric -------------------------------------------------------------
 
 
 def shingles(text: str, n: int = 4) -> Counter[tuple[str, ...]]:
-    tokens = _TOKEN.findall(text or "")
+    tokens = _SHINGLE_TOKEN.findall(text or "")
     grams = (tuple(tokens[i : i + n]) for i in range(max(1, len(tokens) - n + 1)))
     return Counter(g for g in grams if g)
 
@@ -78,6 +104,24 @@ def metrics(rows: list[tuple[float, float, float]]) -> tuple[float, float, float
     p = sum(ps) / len(ps) if ps else 0.0
     r = sum(rs) / len(rs) if rs else 0.0
     return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+# ---- WCXB's word metric -------------------------------------------------------------------
+
+
+def word_f1(pred: str, true: str) -> float:
+    """WCXB's per-page F1 over lower-cased ``\\w+`` word multisets."""
+    ref = _SHINGLE_TOKEN.findall(true.lower()) if true else []
+    got = _SHINGLE_TOKEN.findall(pred.lower()) if pred else []
+    if not ref:
+        return 1.0 if not got else 0.0
+    if not got:
+        return 0.0
+    overlap = sum((Counter(got) & Counter(ref)).values())
+    if not overlap:
+        return 0.0
+    p, r = overlap / len(got), overlap / len(ref)
+    return 2 * p * r / (p + r)
 
 
 def strip_markdown_targets(md: str) -> str:
@@ -164,62 +208,227 @@ EXTRACTORS: dict[str, Callable[[], Extractor]] = {
     "html2text (page)": _html2text,
     "html-text (page)": _html_text,
 }
+DEFAULT = ("sift text", "sift markdown", "trafilatura text", "resiliparse", "readability+html-text")
+BASELINE = "trafilatura text"
+
+
+# ---- data and runs -------------------------------------------------------------------------
+
+
+@dataclass
+class Page:
+    key: str
+    url: str
+    truth: str
+    kind: str  # WCXB page type; "article" for the scrapinghub set
+    body: bytes
+
+
+@dataclass
+class Run:
+    outputs: dict[str, str]
+    seconds: float
+    cached: bool = False
+
+
+def load_set(name: str, types: set[str] | None) -> list[Page]:
+    root = SETS[name]
+    truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
+    pages = []
+    for key in sorted(truth):
+        entry = truth[key]
+        kind = str(entry.get("page_type") or "article")
+        if types and kind not in types:
+            continue
+        body = gzip.decompress((root / "html" / f"{key}.html.gz").read_bytes())
+        pages.append(Page(key, entry.get("url", ""), entry.get("articleBody", ""), kind, body))
+    return pages
+
+
+def run_extractor(extract: Extractor, pages: list[Page], name: str) -> Run:
+    outputs: dict[str, str] = {}
+    gc.collect()
+    start = time.process_time()
+    for page in pages:
+        try:
+            outputs[page.key] = extract(page.body, page.url) or ""
+        except Exception as exc:  # a baseline crashing on one page scores it empty
+            print(f"  {name}: {page.key[:10]} raised {type(exc).__name__}", file=sys.stderr)
+            outputs[page.key] = ""
+    return Run(outputs, time.process_time() - start)
+
+
+def _cache_file(set_name: str, name: str) -> Path:
+    return CACHE / f"{set_name}--{re.sub(r'[^a-z0-9]+', '-', name.lower())}.json"
+
+
+def save_cache(set_name: str, name: str, run: Run, pages: list[Page]) -> None:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    data = {"seconds_per_page": run.seconds / max(1, len(pages)), "outputs": run.outputs}
+    _cache_file(set_name, name).write_text(json.dumps(data, ensure_ascii=False), "utf-8")
+
+
+def load_cache(set_name: str, name: str, pages: list[Page]) -> Run | None:
+    path = _cache_file(set_name, name)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text("utf-8"))
+    outputs = data["outputs"]
+    if any(p.key not in outputs for p in pages):
+        return None
+    return Run(
+        {p.key: outputs[p.key] for p in pages},
+        data["seconds_per_page"] * len(pages),
+        cached=True,
+    )
+
+
+# ---- scoring and printing ------------------------------------------------------------------
+
+
+@dataclass
+class Score:
+    precision: float
+    recall: float
+    f1: float
+    word_f1: float
+    empty: int
+    pages: int
+
+
+def score(pages: list[Page], outputs: dict[str, str]) -> Score:
+    rows = [tp_fp_fn(p.truth, outputs[p.key]) for p in pages]
+    p, r, f1 = metrics(rows)
+    words = [word_f1(outputs[p.key], p.truth) for p in pages]
+    empty = sum(1 for pg in pages if pg.truth.strip() and not outputs[pg.key].strip())
+    return Score(p, r, f1, sum(words) / max(1, len(words)), empty, len(pages))
+
+
+def print_set(title: str, pages: list[Page], runs: dict[str, Run]) -> dict[str, Score]:
+    print(f"\n### {title} ({len(pages)} pages)\n")
+    print("| extractor | precision | recall | F1 | word F1 | empty | pages/s | vs trafilatura |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = runs.get(BASELINE)
+    scores = {}
+    for name, run in runs.items():
+        s = score(pages, run.outputs)
+        scores[name] = s
+        speed = len(pages) / run.seconds if run.seconds else 0.0
+        ratio = f"{speed * base.seconds / len(pages):.2f}x" if base and base.seconds else "-"
+        mark = " (cached)" if run.cached else ""
+        print(
+            f"| {name}{mark} | {s.precision:.3f} | {s.recall:.3f} | {s.f1:.3f} | "
+            f"{s.word_f1:.3f} | {s.empty} | {speed:.1f} | {ratio} |"
+        )
+    return scores
+
+
+def print_types(pages: list[Page], runs: dict[str, Run]) -> None:
+    by_type: dict[str, list[Page]] = defaultdict(list)
+    for p in pages:
+        by_type[p.kind].append(p)
+    names = list(runs)
+    print("\nPer page type: shingle F1 / word F1 (empty outputs)\n")
+    print("| type | pages | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for kind in WCXB_TYPES:
+        group = by_type.get(kind)
+        if not group:
+            continue
+        cells = []
+        for name in names:
+            s = score(group, runs[name].outputs)
+            empty = f" ({s.empty})" if s.empty else ""
+            cells.append(f"{s.f1:.3f} / {s.word_f1:.3f}{empty}")
+        print(f"| {kind} | {len(group)} | " + " | ".join(cells) + " |")
+
+
+def print_changed(set_name: str, pages: list[Page], outputs: dict[str, str]) -> None:
+    """Pages whose sift text word F1 moved since the previous run (kept in the cache)."""
+    path = CACHE / f"{set_name}--last-sift-text-scores.json"
+    now = {p.key: round(word_f1(outputs[p.key], p.truth), 4) for p in pages}
+    if path.exists():
+        before = json.loads(path.read_text("utf-8"))
+        moved = [(now[k] - before[k], k) for k in now if k in before and now[k] != before[k]]
+        moved.sort()
+        kinds = {p.key: p.kind for p in pages}
+        print(f"\n{set_name}: {len(moved)} pages moved (word F1, previous run → now)")
+        for delta, k in moved:
+            if abs(delta) >= 0.005:
+                print(f"  {k[:16]:16} {kinds[k]:13} {before[k]:.3f} → {now[k]:.3f} ({delta:+.3f})")
+        before.update(now)
+        now = before
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(now), "utf-8")
+
+
+def peak_memory(body: bytes, url: str) -> float:
+    """Peak RSS growth (MiB) of rendering ``body`` once in a fresh process."""
+    code = (
+        "import resource, sys\n"
+        "from sift.render import RenderOptions, render\n"
+        "body = sys.stdin.buffer.read()\n"
+        "render(b'<p>warm</p>', content_type='text/html', url='', options=RenderOptions())\n"
+        "import os\n"
+        "before = int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')\n"
+        f"render(body, content_type='text/html', url={url!r}, options=RenderOptions())\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=body, capture_output=True, check=True
+    ).stdout
+    return int(out) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--only", nargs="*", help="extractor names to run (default: all)")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--set", choices=[*SETS, "all"], default="all")
+    parser.add_argument("--type", nargs="*", choices=WCXB_TYPES, help="WCXB page types to keep")
+    parser.add_argument("--only", nargs="*", help=f"extractors (default: {', '.join(DEFAULT)})")
+    parser.add_argument("--fast", action="store_true", help="sift text only, baselines cached")
+    parser.add_argument("--changed", action="store_true", help="pages whose score moved")
     parser.add_argument("--dump", type=Path, help="write each extractor's outputs here as JSON")
+    parser.add_argument("--memory", action="store_true", help="peak RSS of the largest page")
     args = parser.parse_args(argv)
 
-    truth = json.loads((args.data / "ground-truth.json").read_text(encoding="utf-8"))
-    ids = sorted(truth)
-    pages = {k: gzip.decompress((args.data / "html" / f"{k}.html.gz").read_bytes()) for k in ids}
-    names = args.only or list(EXTRACTORS)
-
-    print(f"{len(ids)} pages from {args.data}")
-    print("| extractor | precision | recall | F1 | pages/s | speed vs trafilatura |")
-    print("|---|---|---|---|---|---|")
-    results: dict[str, tuple[float, float, float, float]] = {}
-    for name in names:
-        try:
-            extract = EXTRACTORS[name]()
-        except ImportError as exc:
-            print(f"| {name} | not installed ({exc.name}) | | | | |")
-            continue
-        outputs: dict[str, str] = {}
-        gc.collect()
-        start = time.perf_counter()
-        for k in ids:
+    names = list(args.only or (["sift text"] if args.fast else DEFAULT))
+    set_names = list(SETS) if args.set == "all" else [args.set]
+    if args.type and "article" not in args.type and args.set == "all":
+        set_names = ["wcxb"]  # the scrapinghub set is articles only
+    types = set(args.type) if args.type else None
+    for set_name in set_names:
+        pages = load_set(set_name, types if set_name == "wcxb" else None)
+        runs: dict[str, Run] = {}
+        for name in names:
             try:
-                outputs[k] = extract(pages[k], truth[k].get("url", "")) or ""
-            except Exception as exc:  # a baseline crashing on one page scores it empty
-                print(f"  {name}: {k[:10]} raised {type(exc).__name__}", file=sys.stderr)
-                outputs[k] = ""
-        elapsed = time.perf_counter() - start
-        rows = [tp_fp_fn(truth[k].get("articleBody", ""), outputs[k]) for k in ids]
-        p, r, f1 = metrics(rows)
-        speed = len(ids) / elapsed
-        results[name] = (p, r, f1, speed)
-        base = results.get("trafilatura text")
-        ratio = f"{speed / base[3]:.2f}x" if base else "-"
-        print(f"| {name} | {p:.3f} | {r:.3f} | {f1:.3f} | {speed:.1f} | {ratio} |", flush=True)
+                extract = EXTRACTORS[name]()
+            except ImportError as exc:
+                print(f"{name}: not installed ({exc.name})", file=sys.stderr)
+                continue
+            runs[name] = run_extractor(extract, pages, name)
+            if not name.startswith("sift") and not args.type:
+                save_cache(set_name, name, runs[name], pages)
+        if args.fast:
+            for name in DEFAULT:
+                if name not in runs and not name.startswith("sift"):
+                    cached = load_cache(set_name, name, pages)
+                    if cached:
+                        runs[name] = cached
         if args.dump:
             args.dump.mkdir(parents=True, exist_ok=True)
-            (args.dump / f"{name.replace(' ', '_')}.json").write_text(
-                json.dumps(outputs, ensure_ascii=False), encoding="utf-8"
-            )
-    base = results.get("trafilatura text")
-    if base:
-        print()
-        for name in ("sift text", "sift markdown"):
-            if name in results:
-                p, r, f1, speed = results[name]
-                print(
-                    f"{name}: F1 {f1:.3f} (trafilatura {base[2]:.3f}, target 0.970); "
-                    f"speed {speed / base[3]:.2f}x trafilatura (target 3x)"
-                )
+            for name, run in runs.items():
+                path = args.dump / f"{set_name}--{name.replace(' ', '_')}.json"
+                path.write_text(json.dumps(run.outputs, ensure_ascii=False), encoding="utf-8")
+        print_set(set_name, pages, runs)
+        if set_name == "wcxb":
+            print_types(pages, runs)
+        if args.changed and "sift text" in runs:
+            print_changed(set_name, pages, runs["sift text"].outputs)
+        if args.memory:
+            big = max(pages, key=lambda p: len(p.body))
+            mib = peak_memory(big.body, big.url)
+            print(f"\nlargest page {big.key[:16]} ({len(big.body) / 1e6:.2f} MB): +{mib:.1f} MiB")
+        sys.stdout.flush()
     return 0
 
 

@@ -11,6 +11,11 @@
 
 Prints both and the ratio. Targets (issue 5): sift >= 0.35x the bare app's requests/s,
 p99 <= 25 ms. Only loopback traffic; everything stops by itself.
+
+``--baseline-src DIR`` also serves the same page from another checkout's ``src`` (e.g.
+``git archive <commit> src | tar -x -C /tmp/base``, then ``--baseline-src /tmp/base/src``)
+in the same rounds, and prints this sift's requests/s against it: a before/after
+comparison measured under the same machine load.
 """
 
 from __future__ import annotations
@@ -94,7 +99,7 @@ def free_port() -> int:
 
 
 def wait_http(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a loaded machine starts slowly
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
@@ -114,7 +119,17 @@ def parse_latency(text: str, label: str) -> float:
     return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
 
 
-def run_wrk(url: str, lua: Path, duration_s: int, connections: int) -> dict[str, float]:
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_wrk(
+    url: str, lua: Path, duration_s: int, connections: int, pid: int | None = None
+) -> dict[str, float]:
+    """wrk's req/s and latency; with ``pid``, also that server's CPU µs per request."""
+    cpu_before = cpu_s(pid) if pid else 0.0
     out = subprocess.run(
         ["wrk", "-t2", f"-c{connections}", f"-d{duration_s}s", "--latency", "-s", str(lua), url],
         capture_output=True,
@@ -126,7 +141,52 @@ def run_wrk(url: str, lua: Path, duration_s: int, connections: int) -> dict[str,
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     if non2xx:
         raise RuntimeError(f"{non2xx.group(1)} error responses:\n{out}")
-    return {"rps": rps, "p50_ms": parse_latency(out, "50"), "p99_ms": parse_latency(out, "99")}
+    got = {"rps": rps, "p50_ms": parse_latency(out, "50"), "p99_ms": parse_latency(out, "99")}
+    if pid:
+        total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+        got["cpu_us"] = (cpu_s(pid) - cpu_before) / total * 1e6
+    return got
+
+
+def start_sift(
+    tmp: Path, name: str, cfg: Path, no_access_log: bool, src: str | None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`sift serve` from this checkout, or from ``src`` (put first on the import path)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if src:
+        env["PYTHONPATH"] = src
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sift.cli",
+            "serve",
+            "--config",
+            str(cfg),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(tmp / f"data-{name}"),
+            "--set",
+            "render_workers=1",
+            "--set",
+            f"access_log={'false' if no_access_log else 'true'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def warm(url: str, body: str, key: str) -> bytes:
+    """Fetch the page twice; the second must be a cache hit. Returns its envelope."""
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    httpx.post(f"{url}/v1/fetch", content=body, timeout=30, headers=headers).raise_for_status()
+    hit = httpx.post(f"{url}/v1/fetch", content=body, timeout=30, headers=headers)
+    assert hit.json()["cache"] == "hit", hit.text
+    return hit.content
 
 
 def main() -> None:
@@ -135,6 +195,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--no-access-log", action="store_true", help="serve with access_log off")
+    parser.add_argument("--baseline-src", metavar="DIR", help="also run sift from this src dir")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
@@ -147,51 +208,24 @@ def main() -> None:
     cfg = tmp / "sift.toml"
     cfg.write_text("[classes.fleet]\nallow_private = true\n")
     key = add_caller(cfg, "bench", "fleet")
-    sift_port, bare_port = free_port(), free_port()
+    bare_port = free_port()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     procs: list[subprocess.Popen[bytes]] = []
+    base_url: str | None = None
     try:
-        sift = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sift.cli",
-                "serve",
-                "--config",
-                str(cfg),
-                "--listen",
-                f"127.0.0.1:{sift_port}",
-                "--data-dir",
-                str(tmp / "data"),
-                "--set",
-                "render_workers=1",
-                "--set",
-                f"access_log={'false' if args.no_access_log else 'true'}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
+        sift, sift_url = start_sift(tmp, "sift", cfg, args.no_access_log, None)
         procs.append(sift)
-        sift_url = f"http://127.0.0.1:{sift_port}"
+        if args.baseline_src:
+            base, base_url = start_sift(tmp, "base", cfg, args.no_access_log, args.baseline_src)
+            procs.append(base)
+            wait_http(f"{base_url}/healthz", base)
         wait_http(f"{sift_url}/healthz", sift)
         body = json.dumps({"url": page_url, "robots": False})
-        first = httpx.post(
-            f"{sift_url}/v1/fetch",
-            content=body,
-            timeout=30,
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-        )
-        first.raise_for_status()
-        hit = httpx.post(
-            f"{sift_url}/v1/fetch",
-            content=body,
-            timeout=30,
-            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-        )
-        assert hit.json()["cache"] == "hit", hit.text
         envelope = tmp / "envelope.json"
-        envelope.write_bytes(hit.content)
+        hit = warm(sift_url, body, key)
+        envelope.write_bytes(hit)
+        if base_url:
+            warm(base_url, body, key)
 
         bare_src = tmp / "bare_app.py"
         bare_src.write_text(BARE_APP)
@@ -206,13 +240,21 @@ def main() -> None:
         lua.write_text(WRK_LUA.format(body=body, key=key))
         # Warm both servers, then alternate them round by round (the machine is shared:
         # alternating spreads its noise over both) and report medians.
-        run_wrk(f"{sift_url}/v1/fetch", lua, 2, args.connections)
-        run_wrk(f"{bare_url}/v1/fetch", lua, 2, args.connections)
+        servers = [bare_url, sift_url] + ([base_url] if base_url else [])
+        pids = {sift_url: sift.pid, **({base_url: base.pid} if base_url else {})}
+        for u in servers:
+            run_wrk(f"{u}/v1/fetch", lua, 2, args.connections)
         rounds: list[tuple[dict[str, float], dict[str, float]]] = []
+        baseline: list[dict[str, float]] = []
         for r in range(args.rounds):
-            order = [bare_url, sift_url] if r % 2 == 0 else [sift_url, bare_url]
-            got = {u: run_wrk(f"{u}/v1/fetch", lua, args.duration, args.connections) for u in order}
+            order = servers if r % 2 == 0 else servers[::-1]
+            got = {
+                u: run_wrk(f"{u}/v1/fetch", lua, args.duration, args.connections, pids.get(u))
+                for u in order
+            }
             rounds.append((got[bare_url], got[sift_url]))
+            if base_url:
+                baseline.append(got[base_url])
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -226,7 +268,7 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(
-        f"envelope: {len(hit.content)} bytes; wrk -t2 -c{args.connections} -d{args.duration}s, "
+        f"envelope: {len(hit)} bytes; wrk -t2 -c{args.connections} -d{args.duration}s, "
         f"{args.rounds} alternating rounds"
     )
     print(
@@ -244,6 +286,24 @@ def main() -> None:
         f"median ratio sift/bare: {ratio:.2f}x (target >= 0.35x); median sift p99 {p99:.1f} ms "
         "(target <= 25 ms)"
     )
+    if baseline:
+        print(
+            f"{'round':<7}{'base req/s':>12}{'sift req/s':>12}{'sift/base':>11}{'base p99':>10}"
+            f"{'base CPU µs/req':>17}{'sift CPU µs/req':>17}"
+        )
+        pairs = list(zip(baseline, (sift for _, sift in rounds), strict=True))
+        for i, (base, sift) in enumerate(pairs, 1):
+            print(
+                f"{i:<7}{base['rps']:>12.0f}{sift['rps']:>12.0f}"
+                f"{sift['rps'] / base['rps']:>10.3f}x{base['p99_ms']:>10.2f}"
+                f"{base['cpu_us']:>17.1f}{sift['cpu_us']:>17.1f}"
+            )
+        vs = statistics.median(s["rps"] / b["rps"] for b, s in pairs)
+        cpu = statistics.median(s["cpu_us"] / b["cpu_us"] for b, s in pairs)
+        print(
+            f"median ratio sift/baseline: {vs:.3f}x req/s (target >= 0.90x), "
+            f"{cpu:.3f}x server CPU per request"
+        )
 
 
 if __name__ == "__main__":

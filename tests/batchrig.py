@@ -24,6 +24,7 @@ from sift.config import BatchSettings, Settings
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
 from sift.service import Service
+from sift.workers import RenderPool
 from upstream import Handler, Upstream
 
 INDEXER = Principal("indexer", "fleet")
@@ -76,7 +77,8 @@ async def batch_rig(tmp_path: Path, **batch: Any) -> AsyncIterator[Rig]:
     fetcher = fetcher_for(settings)
     await fetcher.start()
     clock = FakeClock()
-    service = Service(settings, adb, fetcher, render_executor=None, clock=clock)
+    pool = RenderPool(1)
+    service = Service(settings, adb, fetcher, render_pool=pool, clock=clock)
     store = SqliteBatchStore(adb)
     runner = BatchRunner(settings, store, service, clock=clock, sleep=clock.sleep)
     try:
@@ -84,6 +86,7 @@ async def batch_rig(tmp_path: Path, **batch: Any) -> AsyncIterator[Rig]:
     finally:
         await runner.stop(0)
         await fetcher.close()
+        pool.close()
         await adb.close()
 
 

@@ -56,10 +56,15 @@ def sift_serve(
     *,
     config: tuple[Path, str, str] | None = None,
     data_dir: Path | None = None,
+    listen_host: str = "127.0.0.1",
+    healthy: bool = True,
     start_timeout_s: float = 30,
 ) -> Iterator[Served]:
-    """Start `sift serve`, wait for /healthz (``start_timeout_s``), stop it with SIGTERM on
-    exit."""
+    """Start `sift serve`, wait for /healthz (``start_timeout_s``; any answer when ``healthy``
+    is False), stop it with SIGTERM on exit.
+
+    ``listen_host`` may be a name that resolves to 127.0.0.1 (``localhost``); the returned
+    ``base_url`` always uses 127.0.0.1."""
     cfg, fleet, restricted = config or write_config(tmp_path)
     data = data_dir or tmp_path / "data"
     port = free_port()
@@ -70,7 +75,7 @@ def sift_serve(
             "--config",
             str(cfg),
             "--listen",
-            f"127.0.0.1:{port}",
+            f"{listen_host}:{port}",
             "--data-dir",
             str(data),
             "--set",
@@ -84,12 +89,14 @@ def sift_serve(
     deadline = time.monotonic() + start_timeout_s
     while True:
         try:
-            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
+            answer = httpx.get(f"{base}/healthz", timeout=5)
+            if healthy:
+                answer.raise_for_status()
             break
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()  # first: reading the output of a live server would never end
-                out = proc.stdout.read() if proc.stdout else ""
+                proc.kill()  # first: reading a live server's output would wait forever
+                out, _ = proc.communicate()  # and close the pipe, or a later test warns
                 raise RuntimeError(f"sift serve did not start: {out}") from exc
             time.sleep(0.1)
     try:

@@ -81,6 +81,7 @@ async def test_fetch_markdown_envelope(sift: httpx.AsyncClient, upstream: Upstre
         "fetched_at": env["fetched_at"],
         "cache": "miss",
         "digest": env["digest"],
+        "engine": "http",
         "warnings": [],
     }
     assert env["digest"].startswith("sha256:") and len(env["digest"]) == 71

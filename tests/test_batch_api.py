@@ -326,3 +326,23 @@ async def test_sweep_and_byte_eviction_end_to_end(env: Env) -> None:
     for i in ids[1:]:
         r = await env.client.get(f"/v1/batch/{i}/results", headers=auth(FLEET_KEY))
         assert r.status_code == 404
+
+
+@pytest.mark.parametrize("batch_settings", [{"max_bytes": 1000}])
+async def test_byte_eviction_takes_the_submitting_callers_jobs_first(env: Env) -> None:
+    # The other caller's finished job, not read yet, holds the oldest lease.
+    other = (await env.submit(FLEET2_KEY, "b", {"targets": [env.url("/a0")]})).json()["id"]
+    assert (await env.wait(FLEET2_KEY, other))["status"] == "done"
+    mine = []
+    for i in (1, 2):
+        r = await env.submit(FLEET_KEY, f"m{i}", {"targets": [env.url(f"/a{i}")]})
+        mine.append(r.json()["id"])
+        assert (await env.wait(FLEET_KEY, mine[-1]))["status"] == "done"
+    # ~470 bytes each: the third job's results pushed the store over 1000 bytes, and the
+    # submitter's own older job went, not the other caller's (before: oldest lease first).
+    assert await env.stat("batch_evictions") == 1
+    gone = await env.client.get(f"/v1/batch/{mine[0]}", headers=auth(FLEET_KEY))
+    assert gone.status_code == 404
+    kept = await env.client.get(f"/v1/batch/{other}/results", headers=auth(FLEET2_KEY))
+    assert kept.status_code == 200
+    assert [item["status"] for item in kept.json()["items"]] == ["done"]

@@ -14,6 +14,21 @@ def test_host_key_is_host_and_port() -> None:
     assert host_key("http://[::1]:9/") == "::1:9"
 
 
+def test_host_key_is_the_normalised_host() -> None:
+    # Trailing dot, case, default port, IDNA and punycode spellings: one host.
+    same = [
+        "http://example.com/a",
+        "http://EXAMPLE.com./b",
+        "http://Example.COM:80/c",
+        "HTTP://example.com.:80/d",
+    ]
+    assert {host_key(u) for u in same} == {"example.com:80"}
+    idn = ["http://bücher.test/", "http://BÜCHER.test./", "http://xn--bcher-kva.test/",
+           "http://XN--BCHER-KVA.TEST./", "http://ｂücher．test/"]  # fmt: skip
+    assert {host_key(u) for u in idn} == {"xn--bcher-kva.test:80"}
+    assert {host_key(u) for u in ["http://127.1:8/", "http://2130706433:8/"]} == {"127.0.0.1:8"}
+
+
 def test_one_at_a_time_until_robots_answered_then_per_host() -> None:
     gate = HostGate(per_host=3)
     assert gate.is_open("h", 0)

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from browserhelpers import BROWSER_STATE
 from servehelpers import SIFT, sift_serve
 from sift.cli import main
 from sift.config import load_settings
@@ -75,7 +76,7 @@ def test_serve_answers_healthz_and_stops_cleanly_on_sigterm(tmp_path: Path) -> N
     with sift_serve(tmp_path) as served:
         r = httpx.get(f"{served.base_url}/healthz", timeout=5)
         assert r.status_code == 200
-        assert r.json() == {"ok": True, "version": "0.1.0"}
+        assert r.json() == {"ok": True, "version": "0.1.0", "browser": BROWSER_STATE}
         assert (served.data_dir / "sift.db").exists()
     # sift_serve stops it with SIGTERM: a clean exit, no traceback.
     assert served.proc.returncode == 0, served.output

@@ -292,6 +292,41 @@ async def test_rule6_evict_oldest_whole_finished_jobs_never_live_ones(db: BatchS
     assert (await db.batch_stats())["batch_evictions"] == 3
 
 
+async def _two_callers(db: BatchStore) -> None:
+    # bob's job has the oldest lease: lease order alone would evict it first.
+    await with_result_bytes(db, job("b1", caller="bob", lease=50), 30, status="done")
+    await with_result_bytes(db, job("a1", created_at=20, lease=100), 10, status="done")
+    await with_result_bytes(db, job("a2", created_at=10, lease=110), 20, status="partial")
+    await with_result_bytes(db, job("a-live", lease=40), 30, status="running")
+    assert await db.batch_nbytes() == 90
+
+
+async def test_rule6_eviction_takes_the_submitting_callers_own_jobs_first(db: BatchStore) -> None:
+    await _two_callers(db)
+    # alice's result pushed the store over 60: her own a1 (80) and a2 (60) go, not bob's b1.
+    assert await db.evict_batch_oldest(60, caller="alice") == 2
+    assert await db.batch_nbytes() == 60
+    assert (await db.batch_job("a1")) is None and (await db.batch_job("a2")) is None
+    assert (await db.batch_job("b1")) is not None
+    # alice has no finished job left: only then may bob's go. Her running job stays.
+    assert await db.evict_batch_oldest(40, caller="alice") == 1
+    assert await db.batch_nbytes() == 30
+    assert (await db.batch_job("b1")) is None and (await db.batch_job("a-live")) is not None
+    assert (await db.batch_stats())["batch_evictions"] == 3
+
+
+async def test_rule6_eviction_for_another_caller_and_without_one(db: BatchStore) -> None:
+    await _two_callers(db)
+    # For bob, his own b1 goes first (60 <= 60).
+    assert await db.evict_batch_oldest(60, caller="bob") == 1
+    assert (await db.batch_job("b1")) is None
+    # A caller with no jobs, or none named: oldest lease first across callers (a1, then a2).
+    assert await db.evict_batch_oldest(50, caller="carol") == 1
+    assert (await db.batch_job("a1")) is None and (await db.batch_job("a2")) is not None
+    assert await db.evict_batch_oldest(30) == 1
+    assert await db.batch_nbytes() == 30
+
+
 async def test_rule7_mark_in_flight_failed_fails_live_jobs_only(db: BatchStore) -> None:
     statuses: list[JobStatus] = ["queued", "running", "done", "partial"]
     for status in statuses:

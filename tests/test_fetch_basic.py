@@ -26,7 +26,7 @@ from sift.errors import (
     UpstreamTimeout,
 )
 from sift.fetch import Fetcher, FetchPolicy, StaticResolver, restricted_policy
-from sift.fetch.transport import send, translate
+from sift.fetch.transport import CONNECT_TIMEOUT_MEMO_SIZE, _timeout, send, translate
 from upstream import BlackholeListener, CanaryListener, RawUpstream, TestCA, Upstream
 
 UA = "sift/0.1.0 (+https://github.com/sift-fetch/sift)"
@@ -101,6 +101,41 @@ async def test_repeated_headers_are_joined(fetcher: Fetcher) -> None:
         await fetcher.fetch(f"http://pub.test:{server.port}/", FLEET)
     assert r.headers["x-dup"] == "a, b"
     assert "cookie" not in server.requests[1].headers
+
+
+@pytest.mark.parametrize(
+    ("fields", "content_type", "charset"),
+    [
+        # The last valid type wins, as in browsers; its own charset (or none) goes with it.
+        (["text/plain; charset=iso-8859-5", "text/html"], "text/html", "utf-8"),
+        (["text/plain", "text/html; charset=koi8-r"], "text/html; charset=koi8-r", "koi8-r"),
+        # The same essence again without a charset keeps the earlier one.
+        (["text/html; charset=koi8-r", "text/html"], "text/html; charset=koi8-r", "koi8-r"),
+        # Unparsable types and */* are skipped; one field may list several types.
+        (["text/html; charset=koi8-r", "nonsense", "*/*"], "text/html; charset=koi8-r", "koi8-r"),
+        (['text/plain, text/html;charset="koi8-r"'], 'text/html;charset="koi8-r"', "koi8-r"),
+    ],
+)
+async def test_the_last_valid_content_type_wins(
+    fetcher: Fetcher, fields: list[str], content_type: str, charset: str
+) -> None:
+    body = "<p>Привет</p>".encode("koi8-r") if charset == "koi8-r" else b"<p>hello</p>"
+    head = "".join(f"Content-Type: {f}\r\n" for f in fields)
+    script = f"HTTP/1.1 200 OK\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+    async with RawUpstream(script, host="127.0.1.1") as raw:
+        r = await fetcher.fetch(raw.url("/"), FLEET)
+    assert (r.content_type, r.charset, r.body) == (content_type, charset, body)
+
+
+async def test_connect_timeout_memo_is_bounded(up: Upstream, fetcher: Fetcher) -> None:
+    # A caller picks timeout_s (so connect_timeout_s) per request: every distinct value
+    # must not stay in memory for good.
+    _timeout.cache_clear()
+    for i in range(CONNECT_TIMEOUT_MEMO_SIZE * 3):
+        policy = FetchPolicy(allow_private=True, timeout_s=5.0, connect_timeout_s=1 + i / 1000)
+        r = await fetcher.fetch(f"http://pub.test:{up.port}/page", policy)
+        assert r.status == 200
+    assert _timeout.cache_info().currsize == CONNECT_TIMEOUT_MEMO_SIZE
 
 
 async def test_redirect_chain(up: Upstream, fetcher: Fetcher) -> None:

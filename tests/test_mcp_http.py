@@ -8,17 +8,16 @@ restricted caller is refused loopback with exactly the error `/v1/fetch` gives.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
 
 import httpx
-import httpx2
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
-from mcphelpers import call, texts
+from mcphelpers import call, error_of, mcp_http_session, texts
 from servehelpers import Served, sift_serve
+from sift.options import MAX_INT
 from upstream import Upstream
 
 PAGE = (
@@ -35,16 +34,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield s
 
 
-@asynccontextmanager
-async def mcp_http(served: Served, key: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {key}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        streamable_http_client(f"{served.base_url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
+def mcp_http(served: Served, key: str) -> AbstractAsyncContextManager[ClientSession]:
+    return mcp_http_session(served.base_url, key)
 
 
 async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
@@ -126,7 +117,8 @@ async def test_restricted_caller_is_refused_loopback_as_on_the_api(served: Serve
         async with mcp_http(served, served.restricted_key) as session:
             result = await call(session, "fetch", {"url": url})
         assert result.is_error is True
-        assert result.structured_content == refused.json()
+        assert result.structured_content is None
+        assert result.meta == {"sift/error": refused.json()["error"]}
         err = refused.json()["error"]
         assert err["code"] == "blocked_address"
         assert texts(result) == [f"blocked_address: {err['message']}\nhint: {err['hint']}"]
@@ -144,3 +136,33 @@ async def test_mcp_needs_a_key(served: Served, authorization: str | None) -> Non
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
     assert response.json()["error"]["code"] == "unauthorized"
+
+
+async def test_options_are_checked_as_the_schema_says(served: Served) -> None:
+    """A bad option is a tool error with code, message and hint — never accepted silently
+    (batch_submit's options name six fetch options: robots, offset … are not among them)."""
+    url = "http://127.0.0.1:9/never-fetched"
+    small = f"max_bytes: must be between 4 and {MAX_INT}"
+    cases = [
+        ("fetch", {"url": url, "max_bytes": 3}, f"invalid options: {small}"),
+        ("batch_submit", {"urls": [url], "options": {"max_bytes": 2}}, f"options: {small}"),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"robots": False}},
+            "options: unknown option robots",
+        ),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"offset": 5, "links": True}},
+            "options: unknown option links, offset",
+        ),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"format": "pdf"}},
+            "options: format: expected one of markdown, text, html, raw",
+        ),
+    ]
+    async with mcp_http(served, served.fleet_key) as session:
+        for tool, args, message in cases:
+            err = error_of(await call(session, tool, args))
+            assert (err["code"], err["message"]) == ("invalid_request", message)

@@ -1,7 +1,9 @@
 """`sift mcp` as a subprocess, driven by the MCP SDK's own client over stdio.
 
-Every tool is called on a local upstream (127.0.0.1). The subprocess runs as the operator,
-which may reach loopback; with `--key` it runs as that caller and its class's guard.
+Every tool is called on a local upstream (127.0.0.1). With no flags the subprocess is a
+restricted caller, refused loopback; `--operator` (and `--class fleet` where the config lets
+fleet reach private addresses) may reach it; with `--key` it runs as that caller and its
+class's guard.
 """
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import mcp.types as types
+import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from mcphelpers import call, texts
+from mcphelpers import call, error_of, texts
 from servehelpers import SIFT, write_config
 from sift.config import Settings
 from sift.mcp.stdio import principal_for_key
-from sift.principal import OPERATOR
+from sift.principal import Principal
 from upstream import Upstream
 
 LONG = "".join(f"line {i:04d}\n" for i in range(400))  # 4,000 bytes of text
@@ -49,14 +51,6 @@ async def mcp_stdio(tmp_path: Path, *extra: str) -> AsyncIterator[ClientSession]
             yield session
 
 
-def error_of(result: types.CallToolResult) -> dict[str, str]:
-    assert result.is_error is True
-    assert result.structured_content is not None
-    err: dict[str, str] = result.structured_content["error"]
-    assert texts(result) == [f"{err['code']}: {err['message']}\nhint: {err['hint']}"]
-    return err
-
-
 async def wait_finished(session: ClientSession, job_id: str) -> dict[str, Any]:
     for _ in range(400):
         view = (await call(session, "batch_status", {"id": job_id})).structured_content
@@ -72,7 +66,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
         up.page("/long", LONG, content_type="text/plain; charset=utf-8")
         for n in (1, 2):
             up.page(f"/b{n}", PAGE.format(n=n))
-        async with mcp_stdio(tmp_path) as session:
+        async with mcp_stdio(tmp_path, "--operator") as session:
             listed = await session.list_tools()
             assert [t.name for t in listed.tools] == [
                 "fetch",
@@ -89,6 +83,8 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "digest",
                 "main_content",
                 "selector",
+                "engine",
+                "wait_for",
             ]
             assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
                 ["url"],
@@ -134,7 +130,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "code": "invalid_request",
                 "message": "fetch: unknown argument max_byte",
                 "hint": "fetch takes: url, format, max_bytes, offset, digest, main_content, "
-                "selector.",
+                "selector, engine, wait_for.",
             }
             missing = error_of(await call(session, "fetch", {}))
             assert (missing["code"], missing["message"]) == (
@@ -226,5 +222,42 @@ def test_stdio_refuses_an_unknown_key(tmp_path: Path) -> None:
     assert proc.stderr.startswith("sift: --key: no caller with this key is configured\nhint: ")
 
 
-def test_without_a_key_it_is_the_operator() -> None:
-    assert principal_for_key(Settings(), None) is OPERATOR
+def test_without_a_key_it_is_a_restricted_caller() -> None:
+    assert principal_for_key(Settings(), None) == Principal("stdio", "restricted")
+
+
+async def test_no_flags_is_restricted_and_refused_loopback(tmp_path: Path) -> None:
+    async with Upstream() as up:
+        up.page("/p", PAGE.format(n=0))
+        async with mcp_stdio(tmp_path) as session:
+            err = error_of(await call(session, "fetch", {"url": up.url("/p")}))
+            assert err["code"] == "blocked_address"
+            # A batch target is refused the same way: the job fails, nothing is fetched.
+            job = (await call(session, "batch_submit", {"urls": [up.url("/p")]})).structured_content
+            assert job is not None
+            view = await wait_finished(session, job["id"])
+            assert (view["status"], view["counts"]["failed"]) == ("failed", 1)
+        assert up.hits["/p"] == 0
+
+
+@pytest.mark.parametrize("who", ["--operator", "--class=fleet"])
+async def test_operator_and_fleet_class_reach_loopback(tmp_path: Path, who: str) -> None:
+    cfg, _fleet, _restricted = write_config(tmp_path)  # fleet: allow_private = true
+    async with Upstream() as up:
+        up.page("/p", PAGE.format(n=0))
+        async with mcp_stdio(tmp_path, "--config", str(cfg), who) as session:
+            content, _foot = texts(await call(session, "fetch", {"url": up.url("/p")}))
+        assert content.startswith("# Heading 0\n")
+        assert up.hits["/p"] == 1
+
+
+def test_operator_is_exclusive_with_key_and_class(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [*SIFT, "mcp", "--data-dir", str(tmp_path), "--operator", "--class", "fleet"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert "argument --class: not allowed with argument --operator" in proc.stderr

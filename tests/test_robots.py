@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from sift.errors import ConnectFailed, DnsFailure, RobotsDisallowed
+from sift.errors import Blocked, ConnectFailed, DnsFailure, RobotsDisallowed
 from sift.fetch import (
     Fetcher,
     FetchPolicy,
@@ -126,11 +126,48 @@ async def test_unreachable_origin_raises_its_own_error(fetcher: Fetcher) -> None
     assert await robots.crawl_delay("http://unknown.test/") is None
 
 
+async def test_unreachable_origin_errors_name_the_requested_url(fetcher: Fetcher) -> None:
+    async with Upstream("127.0.1.1") as up:
+        port = up.port
+    robots = RobotsChecker(
+        fetcher, FetchPolicy(allow_private=True), MemoryRobotsCache(), "sift", Clock()
+    )
+    page = f"http://pub.test:{port}/a/page?q=1"
+    with pytest.raises(ConnectFailed) as refused:
+        await fetcher.fetch(page, FetchPolicy(allow_private=True), robots=robots)
+    assert refused.value.message == (
+        f"{page} could not be fetched: sift could not connect to its host."
+    )
+    with pytest.raises(DnsFailure) as unknown:
+        await robots.allowed("http://unknown.test/b")
+    assert unknown.value.message == (
+        "http://unknown.test/b could not be fetched: its host name did not resolve."
+    )
+
+
 async def test_robots_redirected_to_a_blocked_address_disallows(
     up: Upstream, fetcher: Fetcher
 ) -> None:
     up.redirect("/robots.txt", "http://127.0.0.1/robots.txt")
     assert await checker(fetcher, up).allowed(url(up, "/public")) is False
+
+
+async def test_guard_refusals_are_never_cached(up: Upstream, fetcher: Fetcher) -> None:
+    # The origin itself refused (a port the policy does not allow): blocked_address, raised.
+    cache = MemoryRobotsCache()
+    robots = RobotsChecker(fetcher, restricted_policy(timeout_s=5.0), cache, "sift", Clock())
+    for _ in range(2):
+        with pytest.raises(Blocked) as info:
+            await robots.allowed(url(up, "/public"))
+        assert type(info.value) is Blocked
+    # robots.txt redirected where the policy may not go: disallowed, for this check only.
+    up.redirect("/robots.txt", "http://127.0.0.1/robots.txt")
+    robots = checker(fetcher, up, cache)
+    assert await robots.allowed(url(up, "/private/ok")) is False
+    assert cache.entries == {}
+    assert up.hits["/robots.txt"] == 1
+    assert await robots.allowed(url(up, "/private/ok")) is False
+    assert up.hits["/robots.txt"] == 2  # asked again: nothing was remembered
 
 
 async def test_redirected_robots_is_followed(up: Upstream, fetcher: Fetcher) -> None:

@@ -69,6 +69,7 @@ class Envelope:
     fetched_at: int
     cache: str
     digest: str
+    engine: str = "http"  # "http" or "browser": which engine built the content
     warnings: list[str] = field(default_factory=list)
     links: list[dict[str, str]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)

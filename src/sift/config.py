@@ -30,6 +30,10 @@ from sift.errors import ConfigError
 CallerClass = Literal["fleet", "restricted"]
 CALLER_CLASSES: tuple[CallerClass, ...] = ("fleet", "restricted")
 DEFAULT_CONFIG_FILE = "sift.toml"
+# The environment variable naming the config file when no --config is given.
+CONFIG_ENV = "SIFT_CONFIG"
+# The name of the local operator principal (sift.principal.OPERATOR); no caller may take it.
+RESERVED_CALLER = "operator"
 
 _SIZE_UNITS = {
     "": 1,
@@ -111,6 +115,19 @@ class BatchSettings:
             size=True,
         ),
     )
+    request_bytes_per_target: int = field(
+        default=2 << 10,
+        metadata=_doc(
+            "POST /v1/batch body allowance per target the caller's class may submit: the "
+            "body limit is 64 KiB + max_targets x this, at most batch.max_request_bytes.",
+            size=True,
+        ),
+    )
+
+    def request_max_bytes(self, max_targets: int) -> int:
+        """The largest batch body a class allowed ``max_targets`` targets may send: a body
+        is parsed in one go on the event loop, so it scales with what the class may submit."""
+        return min(self.max_request_bytes, (64 << 10) + max_targets * self.request_bytes_per_target)
 
 
 @dataclass(frozen=True)
@@ -204,6 +221,58 @@ class ClassSettings:
         default=10.0, metadata=_doc("Deadline for one TCP+TLS connect.")
     )
     max_redirects: int = field(default=5, metadata=_doc("Redirect hops followed per fetch."))
+    max_links: int = field(
+        default=1000,
+        metadata=_doc(
+            "Links returned per response (links=true); they also fit in max_bytes "
+            "(warning links_truncated)."
+        ),
+    )
+    max_inflight: int = field(
+        default=16,
+        metadata=_doc(
+            "Fetches one caller may have in flight at once (/v1/fetch, MCP fetch); "
+            "more get 429 rate_limited with Retry-After."
+        ),
+    )
+    browser: bool = field(
+        default=True,
+        metadata=_doc(
+            "May use the headless browser (engine browser, and auto for JavaScript pages)."
+        ),
+    )
+    browser_pages: int = field(
+        default=1, metadata=_doc("Browser pages one caller of this class may have open at once.")
+    )
+    browser_pages_total: int = field(
+        default=2,
+        metadata=_doc("Browser pages all callers of this class together may have open at once."),
+    )
+    browser_timeout_s: float = field(
+        default=15.0,
+        metadata=_doc(
+            "Deadline for one browser page: load, waiting and extraction (also within timeout_s)."
+        ),
+    )
+    render_timeout_s: float = field(
+        default=10.0,
+        metadata=_doc(
+            "Wall-clock limit of one render; past it the render worker is killed (render_timeout)."
+        ),
+    )
+    render_max_bytes: int = field(
+        default=4 << 20,
+        metadata=_doc(
+            "Largest rendered output kept per page (at least output_cap); rendering stops "
+            "past it with the render_budget_exceeded warning.",
+            size=True,
+        ),
+    )
+
+    @property
+    def render_budget_bytes(self) -> int:
+        """The render output budget: ``render_max_bytes``, never below the output cap."""
+        return max(self.render_max_bytes, self.output_cap)
 
 
 def _fleet_defaults() -> ClassSettings:
@@ -214,6 +283,13 @@ def _fleet_defaults() -> ClassSettings:
         max_download_bytes=16 << 20,
         timeout_s=30.0,
         max_redirects=10,
+        max_links=10_000,
+        max_inflight=256,
+        browser_pages=4,
+        browser_pages_total=4,
+        browser_timeout_s=30.0,
+        render_timeout_s=30.0,
+        render_max_bytes=32 << 20,
     )
 
 
@@ -246,6 +322,103 @@ class EgressSettings:
             "the addresses are still classified."
         ),
     )
+    own_addresses: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            'sift\'s own addresses besides the bound one ("ip", "ip:port", "[v6]:port"), '
+            "refused as fetch targets: e.g. the public address behind a wildcard bind."
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """Bounds on sift's own HTTP listener: what one connection may hold before a request."""
+
+    max_connections: int = field(
+        default=1000,
+        metadata=_doc(
+            "Open client connections; at the limit the oldest idle or half-sent one is closed, "
+            "else the new one gets 503 too_many_connections."
+        ),
+    )
+    head_timeout_s: float = field(
+        default=10.0,
+        metadata=_doc(
+            "Deadline for a request head (line + headers), from connect or the previous "
+            "response; then 408 request_timeout."
+        ),
+    )
+    max_head_bytes: int = field(
+        default=64 << 10,
+        metadata=_doc(
+            "Largest request head (line + headers); beyond it 431 header_too_large.", size=True
+        ),
+    )
+    keep_alive_s: int = field(
+        default=5, metadata=_doc("Idle seconds after which a kept-alive connection is closed.")
+    )
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Anonymous mode: Host names served besides loopback ones (localhost, 127.0.0.1, ::1)."
+        ),
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Browser origins (scheme://host[:port]) allowed besides loopback ones, in anonymous "
+            "mode and on /mcp."
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class BrowserSettings:
+    """The guarded headless browser (docs/browser.md); per-class limits are in [classes]."""
+
+    enabled: bool = field(
+        default=True,
+        metadata=_doc("Use a browser when Chromium is installed (false: engine http only)."),
+    )
+    executable: str = field(
+        default="/usr/lib/chromium/chromium-headless-shell",
+        metadata=_doc("Chromium binary (Debian package chromium-headless-shell)."),
+    )
+    max_pages: int = field(
+        default=4, metadata=_doc("Browser pages open at once across all callers.")
+    )
+    max_subresources: int = field(
+        default=300,
+        metadata=_doc("Requests and tunnels one page may open; past it the page fails."),
+    )
+    max_page_bytes: int = field(
+        default=32 << 20,
+        metadata=_doc("Bytes one page may move through the guard proxy.", size=True),
+    )
+    max_dom_bytes: int = field(
+        default=8 << 20,
+        metadata=_doc("Largest rendered DOM (serialized HTML) handed to rendering.", size=True),
+    )
+    page_heap_bytes: int = field(
+        default=256 << 20,
+        metadata=_doc("JavaScript heap per page; a page over it crashes its tab.", size=True),
+    )
+    block_media: bool = field(
+        default=True,
+        metadata=_doc("Do not load images, fonts, audio and video (they do not change the text)."),
+    )
+    network_quiet_s: float = field(
+        default=0.5,
+        metadata=_doc("After DOMContentLoaded, wait until the page's network is this long idle."),
+    )
+    netns: str = field(
+        default="auto",
+        metadata=_doc(
+            "Run Chromium in a network namespace reaching only the guard proxy: auto "
+            "(where the machine allows it), on (fail otherwise) or off."
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -273,6 +446,10 @@ class Settings:
         default=False,
         metadata=_doc("With no callers configured, allow binding a non-loopback address anyway."),
     )
+    metrics_require_key: bool = field(
+        default=False,
+        metadata=_doc("GET /metrics answers only requests with a fleet caller's key (else 401)."),
+    )
     max_request_bytes: int = field(
         default=1 << 20,
         metadata=_doc(
@@ -288,11 +465,23 @@ class Settings:
         default=0,
         metadata=_doc("Processes that render pages (sift serve); 0 means one per CPU core."),
     )
+    render_memory_bytes: int = field(
+        default=1 << 30,
+        metadata=_doc(
+            "Address-space limit of each render worker (0: none); a render needing more "
+            "fails with render_failed and the worker is replaced.",
+            size=True,
+        ),
+    )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=_doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
     store: StoreSettings = field(default_factory=StoreSettings, metadata=_doc("[store]"))
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=_doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=_doc("[egress]"))
+    browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=_doc("[browser]"))
+    listener: ListenerSettings = field(
+        default_factory=ListenerSettings, metadata=_doc("[listener]")
+    )
     callers: tuple[Caller, ...] = field(
         default=(),
         metadata=_doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
@@ -559,11 +748,12 @@ def load_settings(
 ) -> Settings:
     """Defaults ← TOML file ← ``SIFT_*`` env ← ``overrides`` (dotted key → text), validated.
 
-    ``path=None`` reads ``./sift.toml`` when it exists. ``env`` defaults to ``os.environ``.
+    ``path=None`` reads the file ``$SIFT_CONFIG`` names, else ``./sift.toml`` when it
+    exists. ``env`` defaults to ``os.environ``.
     """
     settings = Settings()
-    if path is None and Path(DEFAULT_CONFIG_FILE).is_file():
-        path = DEFAULT_CONFIG_FILE
+    env = os.environ if env is None else env
+    path = config_path(path, env)
     where = str(path) if path is not None else "defaults"
     if path is not None:
         try:
@@ -574,7 +764,6 @@ def load_settings(
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         settings = _build(Settings, settings, table, str(path), "")
-    env = os.environ if env is None else env
     pairs: dict[str, tuple[str, str]] = {}
     by_env = {f.env: f.key for f in iter_fields()}
     for name, text in env.items():
@@ -586,6 +775,19 @@ def load_settings(
         settings = _apply_text(settings, pairs)
     validate(settings, where)
     return settings
+
+
+def config_path(
+    path: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None
+) -> str | os.PathLike[str] | None:
+    """The config file to read: ``path``, else ``$SIFT_CONFIG``, else ``./sift.toml`` if it
+    exists, else None (defaults only)."""
+    if path is not None:
+        return path
+    named = (os.environ if env is None else env).get(CONFIG_ENV)
+    if named:
+        return named
+    return DEFAULT_CONFIG_FILE if Path(DEFAULT_CONFIG_FILE).is_file() else None
 
 
 def validate(settings: Settings, where: str) -> None:
@@ -607,10 +809,13 @@ def validate(settings: Settings, where: str) -> None:
             "max_targets",
             "max_download_bytes",
             "max_redirects",
+            "max_inflight",
+            "max_links",
+            "render_max_bytes",
         ):
             if getattr(c, fname) < (0 if fname == "max_redirects" else 1):
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
-        for fname in ("timeout_s", "connect_timeout_s"):
+        for fname in ("timeout_s", "connect_timeout_s", "render_timeout_s"):
             if getattr(c, fname) <= 0:
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
         for cidr in c.private_cidrs:
@@ -620,8 +825,26 @@ def validate(settings: Settings, where: str) -> None:
                 raise ConfigError(f"{where}: classes.{cls_name}.extra_ports: bad port {port}")
     for cidr in settings.egress.extra_public_cidrs:
         _check_cidr(cidr, where, "egress.extra_public_cidrs")
+    _check_listener(settings.listener, where)
+    for entry in settings.egress.own_addresses:
+        _check_own_address(entry, where)
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
+    for cls_name in CALLER_CLASSES:
+        c = settings.classes.get(cls_name)
+        for fname in ("browser_pages", "browser_pages_total", "browser_timeout_s"):
+            if getattr(c, fname) <= 0:
+                raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
+    b = settings.browser
+    for fname in ("max_pages", "max_subresources", "max_page_bytes", "max_dom_bytes"):
+        if getattr(b, fname) < 1:
+            raise ConfigError(f"{where}: browser.{fname}: must be positive")
+    if b.page_heap_bytes < 16 << 20:
+        raise ConfigError(f"{where}: browser.page_heap_bytes: must be at least 16MiB")
+    if b.network_quiet_s < 0:
+        raise ConfigError(f"{where}: browser.network_quiet_s: must be 0 or more")
+    if b.netns not in ("auto", "on", "off"):
+        raise ConfigError(f"{where}: browser.netns: use auto, on or off")
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(settings.batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")
@@ -642,12 +865,50 @@ def validate(settings: Settings, where: str) -> None:
     names: set[str] = set()
     digests: set[str] = set()
     for caller in settings.callers:
+        if caller.name == RESERVED_CALLER:
+            raise ConfigError(
+                f"{where}: callers: the name {RESERVED_CALLER!r} is reserved for the local "
+                "operator (the in-process CLI); rename that caller"
+            )
         if caller.name in names:
             raise ConfigError(f"{where}: callers: duplicate caller name {caller.name!r}")
         if caller.key_sha256 in digests:
             raise ConfigError(f"{where}: callers: {caller.name!r} reuses another caller's key")
         names.add(caller.name)
         digests.add(caller.key_sha256)
+
+
+def _check_listener(listener: ListenerSettings, where: str) -> None:
+    for fname in ("max_connections", "max_head_bytes"):
+        if getattr(listener, fname) < 1:
+            raise ConfigError(f"{where}: listener.{fname}: must be at least 1")
+    for fname in ("head_timeout_s", "keep_alive_s"):
+        if getattr(listener, fname) <= 0:
+            raise ConfigError(f"{where}: listener.{fname}: must be positive")
+    for origin in listener.allowed_origins:
+        if not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise ConfigError(
+                f"{where}: listener.allowed_origins: bad origin {origin!r}; use scheme://host[:port]"
+            )
+
+
+def _check_own_address(entry: str, where: str) -> None:
+    """``ip``, ``ip:port``, ``[v6]`` or ``[v6]:port`` (the guard parses them at start)."""
+    text = entry.strip()
+    host, port = text, "1"
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.removeprefix(":") if rest else "1"
+    elif text.count(":") == 1:
+        host, _, port = text.partition(":")
+    try:
+        ipaddress.ip_address(host)
+        if not (port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(port)
+    except ValueError:
+        raise ConfigError(
+            f"{where}: egress.own_addresses: bad address {entry!r}; use ip, ip:port or [v6]:port"
+        ) from None
 
 
 def _check_cidr(cidr: str, where: str, key: str) -> None:

@@ -15,10 +15,21 @@ code (a test keeps the two in step).
     │   ├── OffsetOutOfRange   (422 offset_out_of_range)
     │   └── SnapshotGone       (410 snapshot_gone)
     ├── RequestTooLarge        (413 request_too_large)
+    │   └── HeaderTooLarge     (431 header_too_large)
+    ├── RequestTimeout         (408 request_timeout)
     ├── Unauthorized           (401 unauthorized)
+    ├── HostNotAllowed         (403 host_not_allowed)
+    ├── OriginNotAllowed       (403 origin_not_allowed)
     ├── NotFound               (404 not_found)
+    ├── MethodNotAllowed       (405 method_not_allowed)
     ├── QuotaExceeded          (429 quota_exceeded)
-    │   └── ServiceBusy        (503 service_busy)
+    │   ├── ServiceBusy        (503 service_busy)
+    │   │   └── TooManyConnections (503 too_many_connections)
+    │   └── RateLimited        (429 rate_limited)
+    ├── BrowserUnavailable     (503 browser_unavailable)  no Chromium / Playwright here
+    ├── RenderUnavailable      (503 render_unavailable)  render workers cannot start
+    ├── RenderFailed           (502 render_failed)     the page exceeds the render limits
+    │   └── RenderTimeout      (504 render_timeout)
     ├── Blocked                (403 blocked_address)
     │   └── RobotsDisallowed   (403 robots_disallowed)
     └── UpstreamError          (502 upstream_error)
@@ -29,7 +40,9 @@ code (a test keeps the two in step).
         ├── TooLarge           (502 too_large)
         ├── UnsupportedEncoding     (502 unsupported_encoding)
         ├── UnsupportedContentType  (502 unsupported_content_type)
+        ├── BrowserFailed      (502 browser_error)     the page crashed or the browser died
         └── UpstreamTimeout    (504 upstream_timeout)
+            └── BrowserTimeout (504 browser_timeout)
 
 Foreign exceptions (aiohttp, sqlite3, …) are translated once, at the layer that meets them,
 with ``raise SomeSiftError(...) from exc``; nothing above that layer sees them.
@@ -120,16 +133,52 @@ class RequestTooLarge(SiftError):
     default_hint = "Send a smaller request: fewer targets or a smaller body."
 
 
+class HeaderTooLarge(RequestTooLarge):
+    code = "header_too_large"
+    status = 431
+    default_hint = "Send a request line and headers within the server's listener.max_head_bytes."
+
+
+class RequestTimeout(SiftError):
+    code = "request_timeout"
+    status = 408
+    default_hint = "Send the whole request line and headers at once, then wait for the answer."
+
+
 class Unauthorized(SiftError):
     code = "unauthorized"
     status = 401
     default_hint = "Send 'Authorization: Bearer <key>' with a key the operator issued."
 
 
+class HostNotAllowed(SiftError):
+    code = "host_not_allowed"
+    status = 403
+    default_hint = (
+        "With no keys configured sift answers only to loopback Host names (localhost, "
+        "127.0.0.1, [::1]); use one of them, or the operator adds listener.allowed_hosts."
+    )
+
+
+class OriginNotAllowed(SiftError):
+    code = "origin_not_allowed"
+    status = 403
+    default_hint = (
+        "sift refuses requests from web pages of other origins; call it from a program, "
+        "or the operator adds the origin to listener.allowed_origins."
+    )
+
+
 class NotFound(SiftError):
     code = "not_found"
     status = 404
     default_hint = "Check the id; jobs expire when their lease runs out."
+
+
+class MethodNotAllowed(SiftError):
+    code = "method_not_allowed"
+    status = 405
+    default_hint = "Use a method this route supports (see /docs)."
 
 
 class QuotaExceeded(SiftError):
@@ -142,6 +191,48 @@ class ServiceBusy(QuotaExceeded):
     code = "service_busy"
     status = 503
     default_hint = "The server is at capacity; retry after the Retry-After delay."
+
+
+class RateLimited(QuotaExceeded):
+    code = "rate_limited"
+    status = 429
+    default_hint = "Too many of your fetches are in flight; wait for one, then retry."
+
+
+class TooManyConnections(ServiceBusy):
+    code = "too_many_connections"
+    default_hint = (
+        "Every connection slot holds a request in progress; retry after the Retry-After "
+        "delay, and reuse one kept-alive connection rather than opening many."
+    )
+
+
+class RenderUnavailable(SiftError):
+    code = "render_unavailable"
+    status = 503
+    default_hint = (
+        "sift cannot render pages right now (its render workers do not start); "
+        "retry later, and tell the operator: the server log and /healthz say why."
+    )
+
+
+class RenderFailed(SiftError):
+    code = "render_failed"
+    status = 502
+    default_hint = (
+        "This page needs more memory than sift's render workers may use (or crashed the "
+        "renderer); ask for format=raw, narrow it with selector, or fetch a smaller page."
+    )
+
+
+class RenderTimeout(RenderFailed):
+    code = "render_timeout"
+    status = 504
+    default_hint = (
+        "Rendering this page took longer than your class's render time limit; use a simpler "
+        "selector (or none), ask for format=raw, or fetch a smaller page. The same request "
+        "will time out again."
+    )
 
 
 class Blocked(SiftError):
@@ -213,6 +304,35 @@ class UpstreamTimeout(UpstreamError):
     status = 504
     default_hint = (
         "The upstream was too slow; retry later or raise timeout_s within your class limit."
+    )
+
+
+BROWSER_INSTALL_HINT = (
+    "Install Chromium on the server: apt-get install --no-install-recommends "
+    "chromium-headless-shell, and Playwright: pip install 'sift[browser]' "
+    "(see docs/browser.md); or fetch with engine=http."
+)
+
+
+class BrowserUnavailable(SiftError):
+    code = "browser_unavailable"
+    status = 503
+    default_hint = BROWSER_INSTALL_HINT
+
+
+class BrowserFailed(UpstreamError):
+    code = "browser_error"
+    default_hint = (
+        "The page crashed the browser tab (often: it used more memory than allowed) or the "
+        "browser exited; retry, or fetch with engine=http."
+    )
+
+
+class BrowserTimeout(UpstreamTimeout):
+    code = "browser_timeout"
+    default_hint = (
+        "The page did not load (or wait_for did not appear) within the deadline; retry, "
+        "raise timeout_s within your class limit, or fetch with engine=http."
     )
 
 

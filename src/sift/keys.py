@@ -1,4 +1,9 @@
-"""Issuing caller keys: a random bearer key, printed once, stored only as its SHA-256."""
+"""Caller keys: issue (a random bearer key, printed once, stored only as its SHA-256), list
+and remove them in the config file.
+
+A running ``sift serve`` reloads its keys on SIGHUP; ``notify_server`` sends it when the
+server that owns the config's data directory was started with this very config file.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,14 @@ import hashlib
 import json
 import os
 import secrets
+import signal
 from pathlib import Path
 
+import tomlkit
+import tomlkit.items
+
 from sift.config import CALLER_CLASSES, CallerClass, load_settings
+from sift.datadir import Owner, owner_of
 from sift.errors import ConfigError
 
 KEY_PREFIX = "sift_"
@@ -55,3 +65,48 @@ def add_caller(config_path: str | os.PathLike[str], name: str, caller_class: Cal
             path.unlink()
         raise
     return key
+
+
+def list_callers(config_path: str | os.PathLike[str]) -> list[tuple[str, CallerClass]]:
+    """The configured callers, ``(name, class)``, in file order."""
+    return [(c.name, c.caller_class) for c in load_settings(config_path, env={}).callers]
+
+
+def remove_caller(config_path: str | os.PathLike[str], name: str) -> None:
+    """Delete the ``[[callers]]`` entry named ``name``; the rest of the file (comments and
+    layout included) is kept as it was. Unknown names raise ``ConfigError``."""
+    path = Path(config_path)
+    if not any(n == name for n, _ in list_callers(path)):
+        raise ConfigError(f"{path}: callers: no caller named {name!r}")
+    original = path.read_text(encoding="utf-8")
+    doc = tomlkit.parse(original)
+    callers = doc["callers"]
+    assert isinstance(callers, tomlkit.items.AoT)
+    index = next(i for i, entry in enumerate(callers) if entry.get("name") == name)
+    callers.remove(callers[index])
+    if not callers:
+        del doc["callers"]
+    path.write_text(tomlkit.dumps(doc), encoding="utf-8")
+    try:
+        load_settings(path, env={})
+    except ConfigError:
+        path.write_text(original, encoding="utf-8")
+        raise
+
+
+def notify_server(config_path: str | os.PathLike[str]) -> Owner | None:
+    """Send SIGHUP to the ``sift serve`` that owns this config's data directory if it was
+    started with this config file; return it (None: no such server is running)."""
+    settings = load_settings(config_path, env={})
+    owner = owner_of(settings.data_dir)
+    if (
+        owner is None
+        or owner.command != "serve"
+        or owner.config != str(Path(config_path).resolve())
+    ):
+        return None
+    try:
+        os.kill(owner.pid, signal.SIGHUP)
+    except OSError:
+        return None
+    return owner

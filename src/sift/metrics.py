@@ -33,6 +33,23 @@ class Metrics:
             "sift_cache_evictions", "Content cache evictions since start", registry=r
         )
         self.batch_bytes = Gauge("sift_batch_bytes", "Bytes of stored batch results", registry=r)
+        self.browser_pages = Counter(
+            "sift_browser_pages_total",
+            "Pages loaded in the browser, by outcome (ok or an error code)",
+            ["result"],
+            registry=r,
+        )
+        self.browser_blocked = Counter(
+            "sift_browser_blocked_total",
+            "Browser subrequests the guard proxy refused (address, port, or budget)",
+            registry=r,
+        )
+        self.browser_seconds = Histogram(
+            "sift_browser_seconds",
+            "Time per browser page (queueing, loading, waiting, extraction)",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=r,
+        )
         self.store_backend = Gauge(
             "sift_store_backend",
             "The batch store backend (1 for the one in use)",

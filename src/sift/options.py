@@ -17,11 +17,20 @@ from typing import Any, Literal, get_args
 
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
+from sift.render.selector import LIMITS_TEXT, check_selectors
+from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
 
 Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
+# auto: HTTP, and the browser when the page looks like a JavaScript shell (docs/browser.md).
+Engine = Literal["auto", "http", "browser"]
+ENGINES: tuple[str, ...] = get_args(Engine)
 MAX_URL_BYTES = 8 << 10
-MAX_SELECTOR_CHARS = 1024
+# What every URL must start with (after leading whitespace), as the schemas state it; the
+# full rules are ``sift.fetch.url``'s.
+URL_PATTERN = r"^\s*[Hh][Tt][Tt][Pp][Ss]?://"
+# The smallest slice: one UTF-8 character of 4 bytes (``render.cap`` refuses less).
+MIN_MAX_BYTES = 4
 MAX_EXCLUDES = 32
 # JSON integers beyond this never reach SQLite (whose INTEGER is 64-bit signed).
 MAX_INT = (1 << 53) - 1
@@ -44,6 +53,8 @@ class FetchOptions:
     max_age_s: int | None = None
     timeout_s: float | None = None
     robots: bool = True
+    engine: Engine = "auto"
+    wait_for: str | None = None  # CSS selector the browser waits for (within the deadline)
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
@@ -102,11 +113,14 @@ def parse_options(
                 out[name] = value
         elif name in ("main_content", "links", "robots"):
             out[name] = _bool(name, value, from_query, problems)
-        elif name == "selector":
+        elif name in ("selector", "wait_for"):
             if not isinstance(value, str) or not 0 < len(value) <= MAX_SELECTOR_CHARS:
-                problems.append(
-                    f"selector: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars"
-                )
+                problems.append(f"{name}: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars")
+            else:
+                out[name] = value
+        elif name == "engine":
+            if value not in ENGINES:
+                problems.append(f"engine: expected one of {', '.join(ENGINES)}")
             else:
                 out[name] = value
         elif name == "exclude":
@@ -121,7 +135,7 @@ def parse_options(
             else:
                 out[name] = tuple(value)
         elif name == "max_bytes":
-            out[name] = _int(name, value, from_query, 1, problems)
+            out[name] = _int(name, value, from_query, MIN_MAX_BYTES, problems)
         elif name in ("offset", "max_age_s"):
             out[name] = _int(name, value, from_query, 0, problems)
         elif name == "digest":
@@ -141,9 +155,22 @@ def parse_options(
                 problems.append("timeout_s: expected a number of seconds above 0")
             else:
                 out[name] = float(value)
+    if not problems and ("selector" in out or "exclude" in out):
+        # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
+        problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
     if problems:
-        raise BadRequest("invalid options: " + "; ".join(problems))
+        raise BadRequest(
+            "invalid options: " + "; ".join(problems),
+            hint=_SELECTOR_HINT
+            if any(p.startswith(("selector", "exclude")) for p in problems)
+            else None,
+        )
     return FetchOptions(**{k: v for k, v in out.items() if v is not None})
+
+
+_SELECTOR_HINT = "Use a simple CSS selector such as 'article', 'div.content' or '#main p'. " + (
+    LIMITS_TEXT
+)
 
 
 @dataclass(frozen=True)
@@ -168,5 +195,16 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
         raise BadRequest(
             "robots: restricted callers always obey robots.txt",
             hint="Drop robots=false, or ask the operator for a fleet key.",
+        )
+    if opts.engine == "browser" and not limits.browser:
+        raise BadRequest(
+            f"engine: the {caller_class} class may not use the browser",
+            hint="Use engine=http (or auto), or ask the operator to set "
+            f"classes.{caller_class}.browser = true.",
+        )
+    if opts.wait_for is not None and opts.engine == "http":
+        raise BadRequest(
+            "wait_for: only the browser waits for selectors",
+            hint="Drop wait_for, or use engine=browser or auto.",
         )
     return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())

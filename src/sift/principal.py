@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sift.config import CallerClass
+from sift.config import RESERVED_CALLER, CallerClass
 
 
 @dataclass(frozen=True)
@@ -18,4 +18,4 @@ class Principal:
 
 ANONYMOUS = Principal("anonymous", "restricted")
 # The in-process CLI acts as the operator: fleet, and trusted to reach private addresses.
-OPERATOR = Principal("operator", "fleet", allow_private=True)
+OPERATOR = Principal(RESERVED_CALLER, "fleet", allow_private=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sift.jsonio import dumps, loads
 from sift.render import Rendered, RenderOptions, render
+from sift.render.decode import text_codec
 
 
 @dataclass(frozen=True)
@@ -48,21 +49,32 @@ class Snapshot:
         return cls(rendered=rendered, content_bytes=rendered.content.encode(), **meta)
 
 
-# Bodies this small, or of these pass-through types, render in well under a millisecond.
-INLINE_RENDER_MAX_BYTES = 4 << 10
-INLINE_RENDER_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
-INLINE_RENDER_TYPE_MAX_BYTES = 256 << 10
+# Plain text this small, in a known charset, is decoded and wrapped in place: linear C work
+# of microseconds, cheaper than a trip to the render pool. Everything else (HTML, PDF, XML,
+# JSON, selectors, charset detection) is caller- or upstream-shaped work and runs in the
+# pool, under its time and memory limits, never on the event loop.
+INLINE_TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/x-markdown"})
+INLINE_TEXT_MAX_BYTES = 64 << 10
+# The render time limit when the options carry none (library use; the service always sets one).
+DEFAULT_RENDER_TIMEOUT_S = 30.0
 
 
-def cheap_to_render(content_type: str, nbytes: int) -> bool:
+def renders_inline(content_type: str, body: bytes, charset: str | None) -> bool:
+    """True for small plain text whose charset needs no detection."""
     media_type = content_type.split(";", 1)[0].strip().lower()
-    if media_type in INLINE_RENDER_TYPES:
-        return nbytes <= INLINE_RENDER_TYPE_MAX_BYTES
-    return nbytes <= INLINE_RENDER_MAX_BYTES
+    if media_type not in INLINE_TEXT_TYPES or len(body) > INLINE_TEXT_MAX_BYTES:
+        return False
+    if charset and text_codec(charset):
+        return True
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False  # needs charset detection: not trivial
+    return True
 
 
 def render_call(
     body: bytes, content_type: str, url: str, options: RenderOptions, charset: str | None
 ) -> Rendered:
-    """Module-level so a process pool can pickle it."""
+    """Module-level so the render pool can pickle it."""
     return render(body, content_type=content_type, url=url, options=options, charset=charset)

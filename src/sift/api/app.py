@@ -7,32 +7,38 @@ render pool, and closes them at shutdown. Nothing here runs at import time.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
+import signal
 from collections.abc import AsyncIterator
-from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from sift import __version__
+from sift.api.auth import KeyRing, authenticate
 from sift.api.batch_routes import install_batch_routes, start_batch
 from sift.api.errors import install_error_handlers
 from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
+from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
 from sift.batch.openstore import open_store
 from sift.batch.store import BatchStore
+from sift.browser import Browser
 from sift.config import Settings
 from sift.dcache import DB, AsyncDB
+from sift.errors import RenderUnavailable, Unauthorized
 from sift.fetch import Fetcher
 from sift.jsonio import dumps
 from sift.mcp.http import install_mcp
 from sift.mcp.tools import Core
 from sift.metrics import Metrics
 from sift.service import Service
+from sift.workers import RenderPool
 
 log = logging.getLogger("sift.api")
 
@@ -42,14 +48,21 @@ def create_app(
     db: DB,
     fetcher: Fetcher,
     *,
-    render_executor: Executor | None = None,
+    render_pool: RenderPool | None = None,
+    browser: Browser | None = None,
+    keys: KeyRing | None = None,
 ) -> SiftApp:
-    """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_executor`` and closes them.
+    """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_pool`` and closes them.
 
-    ``render_executor`` defaults to a small thread pool; ``sift serve`` passes a process
-    pool so rendering uses every core.
+    ``render_pool`` defaults to one worker started on first use (tests); ``sift serve``
+    passes one worker per core, started with the app. ``keys`` defaults to the configured
+    callers; ``sift serve`` passes a ``KeyRing`` that reloads on SIGHUP and knows the
+    operator key.
     """
+    keys = keys or KeyRing.from_settings(settings)
     metrics = Metrics()
+    # Launched lazily, on the first page that needs it (absent when Chromium is not here).
+    browser = browser or Browser(settings.browser, fetcher, metrics=metrics)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -62,11 +75,13 @@ def create_app(
             await adb.close()
             raise
         app.state.store = store
-        executor = render_executor or ThreadPoolExecutor(2, thread_name_prefix="sift-render")
+        if render_pool is not None:
+            render_pool.start()
+        pool = render_pool or RenderPool(1, memory_bytes=settings.render_memory_bytes)
         await fetcher.start()
         app.state.adb = adb
         app.state.service = Service(
-            settings, adb, fetcher, render_executor=executor, metrics=metrics
+            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser
         )
         # Everything allocated so far (modules, schemas, settings) lives for the whole run:
         # move it out of the collector's reach so full collections stay short under load.
@@ -74,18 +89,23 @@ def create_app(
         gc.collect()
         gc.freeze()
         runner = await start_batch(app, settings, store, app.state.service)
+        if keys.reloadable:  # sift serve: `kill -HUP` (or `sift keys add/remove`) reloads keys
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
         try:
             async with mcp_http.run():  # the /mcp transport's task group
                 yield
         finally:
+            if keys.reloadable:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
             # Shutdown in reverse: stop fetching, stop rendering, then close the database
             # (queued writes finish first).
             if access_log is not None:
                 access_log.flush()
             await app.state.service.close()
+            await browser.close()
             await fetcher.close()
-            executor.shutdown(wait=True, cancel_futures=True)
+            pool.close()
             await store.close()
             await adb.close()
 
@@ -96,31 +116,42 @@ def create_app(
         description="Clean, capped, cacheable web content for programs.",
     )
     app.state.settings = settings
+    app.state.keys = keys
     app.state.metrics = metrics
     install_error_handlers(app)
     install_batch_routes(app)
     hot_routes = install_fetch_routes(app)
-    mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch))
+    mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch), keys)
     access_log = AccessLog() if settings.access_log else None
+    # Host/Origin refusals are observed (counted and logged) like any other answer: the
+    # guard sits inside ObserveMiddleware, on both paths.
+    app.add_middleware(HostGuard, settings=settings)
     app.add_middleware(ObserveMiddleware, metrics=metrics, access_log=access_log)
     app.set_hot_routes(
-        hot_routes, lambda inner: ObserveMiddleware(inner, metrics=metrics, access_log=access_log)
+        hot_routes,
+        lambda inner: ObserveMiddleware(
+            HostGuard(inner, settings=settings), metrics=metrics, access_log=access_log
+        ),
     )
 
     @app.get(
         "/healthz",
         tags=["ops"],
-        summary="Liveness and database check",
+        summary="Liveness, database and render check",
         response_model=None,
-        responses={200: {"model": Health}, 500: ERROR_RESPONSES[500]},
+        responses={200: {"model": Health}, 500: ERROR_RESPONSES[500], 503: ERROR_RESPONSES[503]},
     )
     async def healthz() -> Response:
         adb: AsyncDB = app.state.adb
         await adb.run(DB.check)
+        broken = await app.state.service.render_pool.check()
+        if broken is not None:
+            raise RenderUnavailable(f"sift cannot render pages: {broken}")
         store: BatchStore = app.state.store
         if store.backend != "sqlite":  # the embedded store is the database just checked
             await store.check()
-        return Response(dumps({"ok": True, "version": __version__}), media_type="application/json")
+        body = {"ok": True, "version": __version__, "browser": browser.state}
+        return Response(dumps(body), media_type="application/json")
 
     @app.get(
         "/metrics",
@@ -129,7 +160,14 @@ def create_app(
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
     )
-    async def get_metrics() -> Response:
+    async def get_metrics(request: Request) -> Response:
+        if settings.metrics_require_key:
+            principal = authenticate(keys, request.headers.get("authorization"))
+            if principal.caller_class != "fleet":
+                raise Unauthorized(
+                    "GET /metrics needs a fleet caller's key (metrics_require_key = true)",
+                    hint="Send 'Authorization: Bearer <key>' with the key of a fleet caller.",
+                )
         adb: AsyncDB = app.state.adb
         stats = await adb.run(DB.stats)
         metrics.cache_bytes.set(stats.get("bytes", 0))

@@ -32,7 +32,7 @@ from sift.batch.submit import check_idem_key
 from sift.config import Settings
 from sift.jsonio import dumps
 from sift.options import MAX_INT
-from sift.principal import Principal
+from sift.principal import OPERATOR, Principal
 from sift.service import Service
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ NDJSON: Final = "application/x-ndjson"
 
 
 def _caller(request: Request) -> tuple[BatchJobs, Principal, int]:
-    principal = authenticate(request.app.state.settings, request.headers.get("authorization"))
+    principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
     return request.app.state.batch, principal, int(time.time())
 
 
@@ -59,7 +59,9 @@ def install_batch_routes(app: FastAPI) -> None:
     async def submit(request: Request) -> Response:
         jobs, principal, now = _caller(request)
         idem_key = check_idem_key(request.headers.get("idempotency-key"))
-        body = await read_json(request, request.app.state.settings.batch.max_request_bytes)
+        settings = request.app.state.settings
+        max_targets = settings.classes.get(principal.caller_class).max_targets
+        body = await read_json(request, settings.batch.request_max_bytes(max_targets))
         view, created = await jobs.submit(principal, idem_key, body, now)
         if created:
             return _json(view, 202, {"Location": f"/v1/batch/{view['id']}"})
@@ -158,7 +160,8 @@ async def start_batch(
         failed = await reconcile(store, int(time.time()))
         if failed:
             log.warning("marked %d batch jobs interrupted by the last shutdown as failed", failed)
-    runner = make_runner(settings, store, service)
+    # Jobs the local operator submits through the server run as the operator, as in-process.
+    runner = make_runner(settings, store, service, principals={OPERATOR.name: OPERATOR})
     app.state.batch = BatchJobs(settings, store, runner)
     runner.start()
     return runner

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from sift.api.schema import ErrorBody, FetchEnvelope, FetchRequest
+from sift.api.schema import ErrorBody, FetchEnvelope, FetchRequest, Url, inline_defs
 from sift.batch.submit import MAX_IDEM_KEY_CHARS
 
 # The fetch options without ``url``: what ``options`` holds, per target and as defaults.
@@ -23,7 +23,7 @@ class BatchTargetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(min_length=1, description="Absolute http(s) URL.")
+    url: Url
     options: BatchOptions | None = None  # type: ignore[valid-type]
 
 
@@ -32,7 +32,7 @@ class BatchSubmit(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    targets: list[str | BatchTargetSpec] = Field(
+    targets: list[Url | BatchTargetSpec] = Field(
         min_length=1, description="URLs, or {url, options} objects; at most the class's limit."
     )
     options: BatchOptions | None = Field(  # type: ignore[valid-type]
@@ -80,7 +80,7 @@ class BatchResultsPage(BaseModel):
 def submit_request_body() -> dict[str, Any]:
     return {
         "required": True,
-        "content": {"application/json": {"schema": BatchSubmit.model_json_schema()}},
+        "content": {"application/json": {"schema": inline_defs(BatchSubmit.model_json_schema())}},
     }
 
 

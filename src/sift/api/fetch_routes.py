@@ -86,7 +86,8 @@ def _observe(request: Request, route: str, principal: Principal, url: str | None
 
 async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Response:
     service: Service = request.app.state.service
-    body, cache = await service.fetch_json(principal, opts)
+    with service.inflight.hold(principal):  # per-caller fairness; see sift/inflight.py
+        body, cache = await service.fetch_json(principal, opts)
     request.scope[OBSERVE_KEY]["cache"] = cache
     return JSONBytes(body)
 
@@ -105,7 +106,7 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
 
     async def post_fetch(request: Request) -> Response:
         settings = request.app.state.settings
-        principal = authenticate(settings, request.headers.get("authorization"))
+        principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
         data = await read_json(request, settings.max_request_bytes)
         if not isinstance(data, dict):
             raise BadRequest("request body must be a JSON object", hint='Send {"url": …}.')
@@ -114,7 +115,7 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
         return await _run(request, principal, opts)
 
     async def get_fetch(request: Request) -> Response:
-        principal = authenticate(request.app.state.settings, request.headers.get("authorization"))
+        principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
         params: dict[str, Any] = {}
         for key in request.query_params:
             values = request.query_params.getlist(key)

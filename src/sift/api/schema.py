@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sift.options import MAX_EXCLUDES, MAX_INT, MAX_SELECTOR_CHARS, MAX_URL_BYTES
+from sift.options import (
+    MAX_EXCLUDES,
+    MAX_INT,
+    MAX_SELECTOR_CHARS,
+    MAX_URL_BYTES,
+    MIN_MAX_BYTES,
+    URL_PATTERN,
+)
+from sift.render.selector import LIMITS_TEXT
+
+# The constraints the server enforces (sift.options, sift.fetch.url), stated once for every
+# place a URL or a selector appears. maxLength counts characters; the server's limit is in
+# UTF-8 bytes, which only differ for non-ASCII URLs.
+Url = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_URL_BYTES,
+        pattern=URL_PATTERN,
+        description=f"Absolute http:// or https:// URL, at most {MAX_URL_BYTES} bytes.",
+    ),
+]
+Selector = Annotated[str, Field(min_length=1, max_length=MAX_SELECTOR_CHARS)]
 
 
 class FetchRequest(BaseModel):
@@ -14,22 +36,24 @@ class FetchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(
-        min_length=1, max_length=MAX_URL_BYTES, description="Absolute http(s) URL to fetch."
-    )
+    url: Url
     format: Literal["markdown", "text", "html", "raw"] = Field(
         "markdown", description="markdown, text, cleaned main-content html, or the raw body."
     )
     main_content: bool = Field(True, description="Main content only (false: the whole page).")
-    selector: str | None = Field(
-        None, max_length=MAX_SELECTOR_CHARS, description="CSS selector to keep."
-    )
-    exclude: list[str] = Field(
-        default_factory=list, max_length=MAX_EXCLUDES, description="CSS selectors to drop."
+    selector: Selector | None = Field(None, description=f"CSS selector to keep. {LIMITS_TEXT}")
+    exclude: list[Selector] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDES,
+        description=f"CSS selectors to drop. {LIMITS_TEXT}",
     )
     links: bool = Field(False, description="Return the page's links.")
     max_bytes: int | None = Field(
-        None, ge=1, le=MAX_INT, description="Largest content slice; clamped to the class cap."
+        None,
+        ge=MIN_MAX_BYTES,
+        le=MAX_INT,
+        description="Largest content slice in UTF-8 bytes (at least one 4-byte character); "
+        "clamped to the class cap.",
     )
     offset: int = Field(0, ge=0, le=MAX_INT, description="UTF-8 byte offset to read from.")
     digest: str | None = Field(
@@ -44,6 +68,17 @@ class FetchRequest(BaseModel):
         None, gt=0, le=86400, description="Total fetch deadline; clamped to the class limit."
     )
     robots: bool = Field(True, description="Obey robots.txt (only fleet may pass false).")
+    engine: Literal["auto", "http", "browser"] = Field(
+        "auto",
+        description="http: plain HTTP; browser: load the page in the guarded headless browser; "
+        "auto: HTTP, then the browser when the page looks like a JavaScript shell.",
+    )
+    wait_for: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_SELECTOR_CHARS,
+        description="Browser only: CSS selector to wait for before reading the page.",
+    )
 
 
 class Link(BaseModel):
@@ -70,6 +105,7 @@ class FetchEnvelope(BaseModel):
     fetched_at: int
     cache: Literal["hit", "miss", "revalidated"]
     digest: str
+    engine: Literal["http", "browser"] = Field(description="Which engine built this content.")
     links: list[Link] | None = None
     retry_after: int | None = Field(
         None,
@@ -82,6 +118,10 @@ class FetchEnvelope(BaseModel):
 class Health(BaseModel):
     ok: bool
     version: str
+    browser: Literal["absent", "ready", "broken"] = Field(
+        description="absent: no Chromium (or disabled); ready: usable; broken: it failed to "
+        "start or keeps dying."
+    )
 
 
 class ErrorBody(BaseModel):
@@ -101,7 +141,7 @@ _ERROR_STATUSES = {
     410: "Snapshot no longer cached",
     413: "Request too large",
     422: "Invalid request",
-    429: "Quota exceeded",
+    429: "Quota exceeded, or too many of this caller's fetches in flight (rate_limited)",
     500: "Bug in sift",
     502: "Upstream failure",
     503: "Server at capacity",
@@ -111,6 +151,29 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorEnvelope, "description": text}
     for status, text in _ERROR_STATUSES.items()
 }
+
+
+def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` references replaced by the definitions themselves.
+
+    Pydantic points nested models at ``#/$defs/…`` of the model's own schema; placed inside
+    an OpenAPI document, that pointer would resolve against the document root, where there
+    is no ``$defs``. The definitions here are not recursive, so inlining always ends.
+    """
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return walk(defs[ref.removeprefix("#/$defs/")])
+            return {k: walk(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    out: dict[str, Any] = walk(schema)
+    return out
 
 
 def fetch_request_body() -> dict[str, Any]:

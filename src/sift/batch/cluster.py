@@ -337,11 +337,11 @@ class ClusterRunner:
             return
         max_bytes = self.settings.batch.max_bytes
         if done.job_complete:
-            status_ = await self._store.finish_job(claim.job_id, now, max_bytes)
+            status_ = await self._store.finish_job(claim.job_id, now, max_bytes, claim.caller)
             log.info("batch job %s finished: %s", claim.job_id, status_)
         elif result is not None and time.monotonic() - self._budget_at > BUDGET_CHECK_S:
             # Not after every result: a sum over the jobs each time costs a round trip per
             # target; the budget may be passed by one second's results at most.
             self._budget_at = time.monotonic()
             if await self._store.batch_nbytes() > max_bytes:
-                await self._store.evict_batch_oldest(max_bytes)
+                await self._store.evict_batch_oldest(max_bytes, caller=claim.caller)

@@ -3,14 +3,15 @@
 One URL per line (blank lines and ``#`` comments skipped). By default the job runs in this
 process, as the operator, on the local data directory; with ``--server URL --key KEY`` it is
 submitted to a running sift. Either way the job is idempotent per ``--idem KEY`` (default:
-a digest of the URL list, so running the same list again returns the same job instead of
-fetching it twice), progress goes to standard error, the NDJSON results to ``--out`` (or
-standard output), then a one-line summary. Exit status: 0 only if every target succeeded,
-1 otherwise, 130 after Ctrl-C — which cancels the job and says so.
+a digest of the URL list, so running the same list again while the job lives — ``batch.ttl_s``
+— returns the same job and its stored results instead of fetching it twice; the CLI says so,
+and ``--new`` starts a fresh job), progress goes to standard error, the NDJSON results to
+``--out`` (or standard output), then a one-line summary. Exit status: 0 only if every target
+succeeded, 1 otherwise, 2 for usage errors, 130 after Ctrl-C — which cancels the job and says
+so.
 
-The in-process mode owns the data directory like ``sift serve`` does (it reconciles jobs a
-previous run left in flight): do not point it at the directory of a running server; use
-``--server`` for that.
+The in-process mode owns the data directory like ``sift serve`` does (``sift.datadir``): when
+a running ``sift serve`` owns it, the job is submitted through that server as the operator.
 """
 
 from __future__ import annotations
@@ -18,12 +19,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import multiprocessing
-import os
+import secrets
 import sys
 import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -59,10 +58,17 @@ def add_batch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument(
         "file", metavar="FILE|-", help="URLs, one per line (# comments ok); - reads stdin"
     )
-    p.add_argument(
+    idem = p.add_mutually_exclusive_group()
+    idem.add_argument(
         "--idem",
         metavar="KEY",
-        help="Idempotency-Key (default: a digest of the URL list)",
+        help="Idempotency-Key (default: a digest of the URL list, so the same list again "
+        "replays the same job's results while it lives: batch.ttl_s, 24 h by default)",
+    )
+    idem.add_argument(
+        "--new",
+        action="store_true",
+        help="start a new job even if this list ran before (fetches it again)",
     )
     p.add_argument("--out", metavar="FILE", help="write NDJSON results here (default stdout)")
     add_server_args(p, "submit to a running sift instead")
@@ -154,23 +160,47 @@ def cmd_batch(args: argparse.Namespace) -> int:
         print(f"sift: {args.file} lists no URLs", file=sys.stderr)
         return EXIT_USAGE
     idem = args.idem or default_idem_key(urls)
+    if args.new:
+        idem += "-" + secrets.token_hex(8)
     console = Console(stderr=True)
-    out: IO[bytes] = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: SIM115
-    try:
-        if args.server:
-            from sift.batch.remote import run_remote
-
-            return run_remote(args.server, args.key, urls, idem, out, console, args.poll_s)
-        from sift.cli import _settings
+    server, key, lock = args.server, args.key, None
+    if not server:
+        from sift.cli import _settings, own_or_delegate
 
         settings = _settings(args)
-        Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+        got = own_or_delegate(settings, "batch", args)
+        if isinstance(got, tuple):
+            server, key = got
+        else:
+            lock = got
+    try:
+        out: IO[bytes] = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: SIM115
+    except OSError as exc:
+        if lock is not None:
+            lock.release()
+        print(f"sift: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        if server:
+            from sift.batch.remote import run_remote
+
+            return run_remote(server, key, urls, idem, out, console, args.poll_s)
         return asyncio.run(_run_local(settings, urls, idem, out, console, args.poll_s))
     finally:
+        if lock is not None:
+            lock.release()
         if args.out:
             out.close()
         else:
             out.flush()
+
+
+def replay_notice(view: Mapping[str, Any]) -> str:
+    """What to say when the list's key found an existing job: its results are replayed."""
+    return (
+        f"sift: this list already ran as job {view['id']} ({view['status']}); its stored "
+        "results follow and nothing is fetched again — pass --new to fetch the list again"
+    )
 
 
 async def _run_local(
@@ -179,15 +209,16 @@ async def _run_local(
     from sift.batch.jobs import BatchJobs
     from sift.batch.openstore import make_runner, open_store
     from sift.batch.runner import reconcile
-    from sift.cli import build_fetcher
+    from sift.browser import Browser
+    from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
     from sift.principal import OPERATOR
     from sift.service import Service
 
     started = time.monotonic()
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    workers = settings.render_workers or os.cpu_count() or 1
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    pool = render_pool(settings)
+    pool.start()
     interrupted = False
     store = None
     try:
@@ -195,11 +226,14 @@ async def _run_local(
         if not store.shared:
             await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_executor=pool)
+            browser = Browser(settings.browser, fetcher)  # launched on first use
+            service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
             runner = make_runner(settings, store, service, principals={OPERATOR.name: OPERATOR})
             jobs = BatchJobs(settings, store, runner)
-            view, _ = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
+            view, created = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
             job_id = view["id"]
+            if not created:
+                print(replay_notice(view), file=sys.stderr)
             runner.start()
             try:
                 with BatchProgress(view["targets_total"], console) as bar:
@@ -214,10 +248,11 @@ async def _run_local(
                 view = await jobs.cancel(OPERATOR, job_id, int(time.time()))
             finally:
                 await runner.stop(settings.batch.shutdown_grace_s)
+                await browser.close()
             async for line in jobs.results_ndjson(OPERATOR, job_id, int(time.time())):
                 out.write(line)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.close()
         if store is not None:
             await store.close()
         await adb.close()

@@ -262,15 +262,19 @@ class PgBatchStore:
             (done_delta, _utf8_len(result) - old_len, now, job_id),
         )
 
-    async def _evict(self, cur: Cursor, max_bytes: int) -> int:
+    async def _evict(self, cur: Cursor, max_bytes: int, caller: str | None = None) -> int:
         # One evictor at a time across the cluster; the others wait and then see less.
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (EVICT_LOCK,))
         total = await self._nbytes(cur)
         if total <= max_bytes:
             return 0
+        # The submitting caller's own finished jobs first (false sorts before true), then
+        # the spec's order: oldest lease first. NULL (no caller named) compares as unknown,
+        # which sorts every row alike.
         await cur.execute(
             f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {_LIVE} AND nbytes > 0 "
-            "ORDER BY lease, created_at, seq"
+            "ORDER BY (caller IS DISTINCT FROM %s) AND %s IS NOT NULL, lease, created_at, seq",
+            (caller, caller),
         )
         victims: list[str] = []
         for job_id, nbytes in await cur.fetchall():
@@ -452,9 +456,9 @@ class PgBatchStore:
             ids = [str(r[0]) for r in await cur.fetchall()]
             return await self._delete_jobs(cur, ids) if ids else 0
 
-    async def evict_batch_oldest(self, max_bytes: int) -> int:
+    async def evict_batch_oldest(self, max_bytes: int, *, caller: str | None = None) -> int:
         async with self._tx() as cur:
-            return await self._evict(cur, max_bytes)
+            return await self._evict(cur, max_bytes, caller)
 
     async def mark_in_flight_failed(
         self, reason: str, now: int, *, targets_status: TargetStatus | None = None
@@ -633,14 +637,17 @@ class PgBatchStore:
         error: str | None,
         hint: str | None,
         max_bytes: int,
+        caller: str | None = None,
     ) -> None:
         _check_target_status(status)
         async with self._tx() as cur:
             await self._update_target(cur, job_id, idx, now, status, result, error, hint)
         if await self.batch_nbytes() > max_bytes:
-            await self.evict_batch_oldest(max_bytes)
+            await self.evict_batch_oldest(max_bytes, caller=caller)
 
-    async def finish_job(self, job_id: str, now: int, max_bytes: int) -> JobStatus | None:
+    async def finish_job(
+        self, job_id: str, now: int, max_bytes: int, caller: str | None = None
+    ) -> JobStatus | None:
         async with self._tx() as cur:
             await cur.execute(
                 f"SELECT {_JOB_COLS} FROM batch_job WHERE id = %s FOR UPDATE", (job_id,)
@@ -659,7 +666,7 @@ class PgBatchStore:
                 )
             status, error = final_status(counts)
             await self._set_status(cur, job_id, status, error, now)
-        await self.evict_batch_oldest(max_bytes)
+        await self.evict_batch_oldest(max_bytes, caller=caller)
         return status
 
     # -- operations ----------------------------------------------------------------------------

@@ -8,7 +8,13 @@ from typing import IO
 
 from rich.console import Console
 
-from sift.batch.command import EXIT_INTERRUPTED, BatchProgress, exit_code, summary
+from sift.batch.command import (
+    EXIT_INTERRUPTED,
+    BatchProgress,
+    exit_code,
+    replay_notice,
+    summary,
+)
 from sift.client import Client, JobView
 
 
@@ -27,6 +33,8 @@ def run_remote(
     with Client(server, key) as client:
         job = client.submit(urls, idempotency_key=idem)
         view: JobView = job.view
+        if not job.created:
+            print(replay_notice(view.to_dict()), file=sys.stderr)
         try:
             with BatchProgress(view.targets_total, console) as bar:
                 view = job.wait(progress=lambda v: bar.update(v.to_dict()), poll_s=poll_s)

@@ -11,10 +11,11 @@ host wait while targets of other hosts go ahead.
 Each target runs through ``Service.fetch`` — the same cache and single flight as
 ``/v1/fetch`` — and its outcome is written as soon as it is known (``update_batch_target``:
 result = the envelope, or error = ``"<code>: <message>"`` and hint), followed by
-``evict_batch_oldest(batch.max_bytes)``. A 429/503 answer is retried (fresh, not from the
-cache) after the host's Retry-After, or an exponential backoff, up to ``max_attempts``
-attempts; the last answer is the result. When every target of a job has an outcome the job
-becomes ``done`` (all succeeded), ``partial`` or ``failed`` (all failed).
+``evict_batch_oldest(batch.max_bytes, caller=…)`` (that caller's own finished jobs go
+first). A 429/503 answer is retried (fresh, not from the cache) after the host's
+Retry-After, or an exponential backoff, up to ``max_attempts`` attempts; the last answer
+is the result. When every target of a job has an outcome the job becomes ``done`` (all
+succeeded), ``partial`` or ``failed`` (all failed).
 
 Cancel (``abandon``) drops a job from memory and cancels its running targets before the API
 writes the cancellation, so nothing the runner writes can land after it. Shutdown (``stop``)
@@ -123,13 +124,16 @@ def _store_outcome(
     error: str | None,
     hint: str | None,
     max_bytes: int,
+    caller: str | None,
 ) -> None:
     db.update_batch_target(job_id, idx, now, status, result, error, hint)  # type: ignore[arg-type]
     if db.batch_nbytes() > max_bytes:  # a read: no write transaction when under budget
-        db.evict_batch_oldest(max_bytes)
+        db.evict_batch_oldest(max_bytes, caller=caller)  # the caller's own finished jobs first
 
 
-def _finish_job(db: DB, job_id: str, now: int, max_bytes: int) -> JobStatus | None:
+def _finish_job(
+    db: DB, job_id: str, now: int, max_bytes: int, caller: str | None
+) -> JobStatus | None:
     """Set the final status from the target counts (unless the job is no longer live)."""
     job = db.batch_job(job_id)
     counts = db.batch_target_counts(job_id)
@@ -150,7 +154,7 @@ def _finish_job(db: DB, job_id: str, now: int, max_bytes: int) -> JobStatus | No
     else:
         status, error = "partial", ""
     db.set_batch_job_status(job_id, status, error, now)
-    db.evict_batch_oldest(max_bytes)
+    db.evict_batch_oldest(max_bytes, caller=caller)
     return status
 
 
@@ -360,7 +364,9 @@ class BatchRunner:
         for job in [j for j in self._jobs.values() if j.finished]:
             self._forget(job)
             now = int(self._clock())
-            status = await self._store.finish_job(job.id, now, self.settings.batch.max_bytes)
+            status = await self._store.finish_job(
+                job.id, now, self.settings.batch.max_bytes, job.caller
+            )
             log.info("batch job %s finished: %s", job.id, status)
 
     def _forget(self, job: _Job) -> None:
@@ -525,6 +531,7 @@ class BatchRunner:
                 error,
                 hint,
                 self.settings.batch.max_bytes,
+                job.caller,
             )
         except NotFound:
             self._drop(job.id)

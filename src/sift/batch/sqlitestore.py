@@ -85,8 +85,8 @@ class SqliteBatchStore:
     async def sweep_batch(self, now: int, ttl_s: float) -> int:
         return await self.adb.run(DB.sweep_batch, now, ttl_s)
 
-    async def evict_batch_oldest(self, max_bytes: int) -> int:
-        return await self.adb.run(DB.evict_batch_oldest, max_bytes)
+    async def evict_batch_oldest(self, max_bytes: int, *, caller: str | None = None) -> int:
+        return await self.adb.run(DB.evict_batch_oldest, max_bytes, caller=caller)
 
     async def mark_in_flight_failed(
         self, reason: str, now: int, *, targets_status: TargetStatus | None = None
@@ -166,11 +166,16 @@ class SqliteBatchStore:
         error: str | None,
         hint: str | None,
         max_bytes: int,
+        caller: str | None = None,
     ) -> None:
-        await self.adb.run(_store_outcome, job_id, idx, now, status, result, error, hint, max_bytes)
+        await self.adb.run(
+            _store_outcome, job_id, idx, now, status, result, error, hint, max_bytes, caller
+        )
 
-    async def finish_job(self, job_id: str, now: int, max_bytes: int) -> JobStatus | None:
-        return await self.adb.run(_finish_job, job_id, now, max_bytes)
+    async def finish_job(
+        self, job_id: str, now: int, max_bytes: int, caller: str | None = None
+    ) -> JobStatus | None:
+        return await self.adb.run(_finish_job, job_id, now, max_bytes, caller)
 
     # -- operations ----------------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ class BatchStore(Protocol):
     ) -> None: ...
     async def touch_batch_job(self, id: str, now: int) -> None: ...
     async def sweep_batch(self, now: int, ttl_s: float) -> int: ...
-    async def evict_batch_oldest(self, max_bytes: int) -> int: ...
+    async def evict_batch_oldest(self, max_bytes: int, *, caller: str | None = None) -> int: ...
     async def mark_in_flight_failed(
         self, reason: str, now: int, *, targets_status: TargetStatus | None = None
     ) -> int: ...
@@ -138,11 +138,15 @@ class BatchStore(Protocol):
         error: str | None,
         hint: str | None,
         max_bytes: int,
+        caller: str | None = None,
     ) -> None:
-        """``update_batch_target``, then evict finished jobs past ``max_bytes``."""
+        """``update_batch_target``, then evict finished jobs past ``max_bytes`` (``caller``'s
+        own first, spec rule 6 as sift applies it)."""
         ...
 
-    async def finish_job(self, job_id: str, now: int, max_bytes: int) -> JobStatus | None:
+    async def finish_job(
+        self, job_id: str, now: int, max_bytes: int, caller: str | None = None
+    ) -> JobStatus | None:
         """Give a job whose targets all have an outcome its final status; None if gone."""
         ...
 

@@ -169,7 +169,7 @@ class AsyncDB:
         Raises StoreError once ``close()`` has begun.
         """
         if self._closed:
-            raise StoreError(f"database {self.db.path} is closed")
+            raise StoreError("database is closed")
         return await self._worker.submit(functools.partial(method, self.db, *args, **kwargs))
 
     async def close(self) -> None:

@@ -340,17 +340,23 @@ class BatchStoreMixin(StoreBase):
             self._delete_jobs(conn, [str(r[0]) for r in ids])
         return len(ids)
 
-    def evict_batch_oldest(self, max_bytes: int) -> int:
+    def evict_batch_oldest(self, max_bytes: int, *, caller: str | None = None) -> int:
         """Rule 6: delete whole finished jobs, oldest lease first, until batch_nbytes() <=
         ``max_bytes``; return how many. Queued and running jobs are never evicted, nor jobs
-        holding no result bytes (deleting them would free nothing)."""
+        holding no result bytes (deleting them would free nothing).
+
+        With ``caller`` (whose result just pushed the store over budget), that caller's own
+        finished jobs go first, oldest lease first, and only then other callers' jobs: one
+        caller's results never evict another's while it still has its own to give up."""
         with self._write() as conn:
             total = self._nbytes(conn)
             if total <= max_bytes:
                 return 0
+            # (caller IS NOT ?) is 0 for the caller's own jobs; all 1 when caller is None.
             candidates = conn.execute(
                 f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {_LIVE_SQL} "
-                "AND nbytes > 0 ORDER BY lease, created_at, rowid"
+                "AND nbytes > 0 ORDER BY (caller IS NOT ?), lease, created_at, rowid",
+                (caller,),
             ).fetchall()
             victims: list[str] = []
             for job_id, nbytes in candidates:

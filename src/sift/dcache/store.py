@@ -40,20 +40,23 @@ class StoreBase:
     def _live(self) -> sqlite3.Connection:
         if self._conn is None:
             raise StoreError(
-                f"database {self.path} is closed",
+                "database is closed",
                 hint="This is a bug in sift: the store was used after shutdown.",
             )
         return self._conn
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """Run statements outside a write transaction; translate sqlite3 errors."""
+        """Run statements outside a write transaction; translate sqlite3 errors.
+
+        Translated messages never name the database file: they can reach a remote caller
+        in an error envelope, and the file system layout is the operator's business."""
         with self._lock:
             conn = self._live()
             try:
                 yield conn
             except sqlite3.Error as exc:
-                raise StoreError(f"database {self.path}: {exc}") from exc
+                raise StoreError(f"database error: {exc}") from exc
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -80,7 +83,7 @@ class StoreBase:
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback(conn)
-                raise StoreError(f"database {self.path}: {exc}") from exc
+                raise StoreError(f"database error: {exc}") from exc
             finally:
                 self._depth -= 1
 
@@ -117,12 +120,12 @@ class StoreBase:
                     else:
                         self._rollback(conn, "sift_call")
                         if isinstance(exc, sqlite3.Error):
-                            exc = StoreError(f"database {self.path}: {exc}")
+                            exc = StoreError(f"database error: {exc}")
                     outcomes.append((value, exc))
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback(conn)
-                failed = StoreError(f"database {self.path}: {exc}")
+                failed = StoreError(f"database error: {exc}")
                 return [(None, failed) for _ in calls]
             finally:
                 self._depth -= 1

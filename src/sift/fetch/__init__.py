@@ -6,7 +6,7 @@ The service builds one ``Fetcher`` per process and calls ``fetch(url, policy, ..
 
 from sift.fetch.client import Fetcher, FetchResult
 from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard, classify
-from sift.fetch.policy import FetchPolicy, restricted_policy
+from sift.fetch.policy import FetchPolicy, egress_scope, restricted_policy
 from sift.fetch.resolver import Resolver, StaticResolver, SystemResolver
 from sift.fetch.robots import MemoryRobotsCache, RobotsCache, RobotsChecker
 from sift.fetch.url import Target, normalize_url, validate_url
@@ -25,6 +25,7 @@ __all__ = [
     "SystemResolver",
     "Target",
     "classify",
+    "egress_scope",
     "normalize_url",
     "restricted_policy",
     "validate_url",

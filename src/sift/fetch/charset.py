@@ -1,4 +1,5 @@
-"""Which text codec a body is in: header, then BOM, then ``<meta>``/XML declaration, then
+"""Which text codec a body is in: header, then BOM, then valid multi-byte UTF-8, then
+``<meta>``/XML declaration, then windows-1252 for unlabelled accented Latin text, then
 charset-normalizer — and only ever a codec from the whitelist below.
 
 Python's codec registry also holds bytes-to-bytes and text-to-text codecs (``zlib``,
@@ -137,7 +138,61 @@ def meta_charset(body: bytes) -> str | None:
     return codec
 
 
+# Runs of 3+ non-ASCII bytes: words written in a non-Latin script (or multi-byte CJK).
+_HIGH_RUN = re.compile(rb"[\x80-\xff]{3,}")
+_HIGH = re.compile(rb"[\x80-\xff]")
+_HTML_LANG = re.compile(rb"<html[^>]*?\slang\s*=\s*[\"']?([A-Za-z]{2,3})", re.IGNORECASE)
+# Bytes windows-1252 leaves undefined: a body holding them is in another code page.
+_CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+# Languages written in Latin script whose legacy code page is not windows-1252.
+_NOT_CP1252_LANGS = frozenset(
+    {"pl", "cs", "sk", "hu", "ro", "hr", "sl", "bs", "sr", "sq", "lt", "lv", "et", "tr", "az", "vi"}
+)
+
+
+def is_utf8_multibyte(body: bytes) -> bool:
+    """True when the sample holds non-ASCII bytes and all of it is valid UTF-8.
+
+    Random legacy-code-page text is almost never valid UTF-8 once it has a non-ASCII byte, so
+    such a body is UTF-8 whatever a (stale, copied-in) ``<meta>`` claims.
+    """
+    sample = body[:SNIFF_BYTES]
+    if sample.isascii():
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # Only a sequence cut by the sample's end is forgiven.
+        return len(sample) == SNIFF_BYTES and exc.start >= len(sample) - 3
+    return True
+
+
+def is_western_single_byte(body: bytes) -> bool:
+    """True when non-ASCII bytes are sparse, isolated letters inside ASCII words.
+
+    That is how French, German, Spanish … look in a legacy code page ("tr\xe8s"); Cyrillic,
+    Greek, Hebrew, Arabic and CJK words are runs of non-ASCII bytes. Browsers decode such
+    unlabelled pages as windows-1252, and so does sift, rather than trust a statistical
+    guess that may pick a Baltic or Central European code page for a handful of accents.
+    """
+    sample = body[:SNIFF_BYTES]
+    high = len(_HIGH.findall(sample))
+    if not high or _CP1252_UNDEFINED.search(sample):
+        return False
+    lang = _HTML_LANG.search(sample[:4096])
+    if lang and lang.group(1).decode("ascii").lower() in _NOT_CP1252_LANGS:
+        return False
+    in_runs = sum(len(m) for m in _HIGH_RUN.findall(sample))
+    return in_runs <= 0.1 * high
+
+
 def sniffed_charset(body: bytes) -> str | None:
+    """The charset of an unlabelled body: UTF-8, windows-1252 for sparse accented Latin
+    text, else charset-normalizer's guess."""
+    if is_utf8_multibyte(body):
+        return "utf-8"
+    if is_western_single_byte(body):
+        return "cp1252"
     best = charset_normalizer.from_bytes(body[:SNIFF_BYTES]).best()
     if best is None:
         return None
@@ -153,6 +208,7 @@ def detect_charset(body: bytes, content_type: str) -> str | None:
     found = (
         codec_for(header_charset(content_type))
         or bom_charset(body)
+        or ("utf-8" if is_utf8_multibyte(body) else None)  # beats a stale <meta>
         or meta_charset(body)
         or sniffed_charset(body)  # the slow one: only when nothing else spoke
     )

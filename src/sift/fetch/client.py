@@ -35,7 +35,8 @@ from sift.errors import (
 )
 from sift.fetch.charset import detect_charset
 from sift.fetch.decode import make_decoder, parse_content_encoding
-from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard
+from sift.fetch.egress import EgressGuard, blocked
+from sift.fetch.mimetype import extract_content_type
 from sift.fetch.policy import FetchPolicy
 from sift.fetch.resolver import LayeredResolver, Resolver, SystemResolver
 from sift.fetch.transport import Pools, is_connect_error, send, translate
@@ -150,6 +151,21 @@ class Fetcher:
             self.guard.vet([target.ip], target.port, policy)
         return target
 
+    async def vetted_addresses(self, target: Target, policy: FetchPolicy) -> list[str]:
+        """Resolve ``target``'s host once and vet every answer: the IP literals a connection
+        for ``policy`` may be opened to, in order. Raises ``Blocked`` if any answer is refused
+        (one bad answer refuses the name) and ``DnsFailure`` if the name does not resolve.
+
+        The one "resolve once and vet" step of sift: the fetcher and the browser's proxy
+        (``sift.browser.proxy``) both connect only to what this returns, by literal, so a
+        second lookup can never rebind the name.
+        """
+        if target.ip is not None:
+            addresses = [target.ip]
+        else:
+            addresses = await self._resolver.resolve(target.host, target.port)
+        return self.guard.vet(addresses, target.port, policy)
+
     async def fetch(
         self,
         url: str,
@@ -202,7 +218,12 @@ class Fetcher:
         while True:
             if robots is not None and not await robots.allowed(target.url):
                 raise RobotsDisallowed(f"robots.txt at {target.origin} disallows this URL.")
-            resp = await self._open(target, policy, etag, last_modified, timings)
+            try:
+                resp = await self._open(target, policy, etag, last_modified, timings)
+            except Blocked as exc:
+                if not redirects:
+                    raise
+                raise blocked(policy) from exc  # a refused hop: chained, see below
             try:
                 location = resp.headers.get("Location")
                 if resp.status in REDIRECT_STATUSES and location:
@@ -225,7 +246,7 @@ class Fetcher:
                     last_modified,
                 )
             except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
-                raise translate(exc) from exc
+                raise translate(exc, policy) from exc
             finally:
                 resp.release()
 
@@ -242,8 +263,9 @@ class Fetcher:
         try:
             nxt = self.check_url(urljoin(current.url, location.strip()), policy)
         except (InvalidUrl, Blocked) as exc:
-            # The upstream chose this URL, not the caller: refuse it without detail.
-            raise Blocked(BLOCKED_MESSAGE) from exc
+            # The upstream chose this URL, not the caller: refuse it without detail. Always
+            # chained: robots.py tells a refused redirect from a refused origin by the cause.
+            raise blocked(policy) from exc
         if nxt.url in seen:
             raise TooManyRedirects("The URL redirects in a loop.")
         redirects.append(current.url)
@@ -259,13 +281,9 @@ class Fetcher:
         timings: dict[str, float],
     ) -> aiohttp.ClientResponse:
         """Resolve once, vet every answer, send to the first vetted address that connects."""
-        if target.ip is not None:
-            addresses = [target.ip]
-        else:
-            resolve_started = time.perf_counter()
-            addresses = await self._resolver.resolve(target.host, target.port)
-            timings["resolve_s"] += time.perf_counter() - resolve_started
-        vetted = self.guard.vet(addresses, target.port, policy)
+        resolve_started = time.perf_counter()
+        vetted = await self.vetted_addresses(target, policy)
+        timings["resolve_s"] += time.perf_counter() - resolve_started
         headers = {"Host": target.netloc}
         if etag:
             headers["If-None-Match"] = etag
@@ -286,7 +304,7 @@ class Fetcher:
             except (aiohttp.ClientError, OSError, ssl.SSLError) as exc:
                 if i + 1 < len(vetted) and is_connect_error(exc):
                     continue
-                raise translate(exc) from exc
+                raise translate(exc, policy) from exc
             _check_headers(resp, policy)
             return resp
         raise AssertionError("unreachable: vet() returns at least one address")
@@ -360,7 +378,8 @@ def _result(
     last_modified: str | None,
 ) -> FetchResult:
     headers = _header_dict(resp)
-    content_type = headers.get("content-type", "")
+    # Several Content-Type fields (or one listing several types): the last valid one.
+    content_type = extract_content_type(resp.headers.getall("Content-Type", ()))
     not_modified = resp.status == 304 and bool(etag or last_modified)
     return FetchResult(
         url=origin_url,

@@ -11,19 +11,24 @@ Instead every address gets one of three categories from ``TABLE`` (most specific
   NAT64, 6to4, Teredo and every IPv6 address outside global unicast ``2000::/3``: never.
 
 IPv4-mapped IPv6 (``::ffff:a.b.c.d``) is unwrapped first and judged (and connected to) as the
-IPv4 address. Two lab settings make the guard testable without weakening it:
-``extra_public_cidrs`` (ranges treated as public) and sift's own listening addresses, which
-are always refused so sift cannot be pointed at itself.
+IPv4 address. A lab setting makes the guard testable without weakening it:
+``extra_public_cidrs`` (ranges treated as public). sift's own addresses — those ``listen``
+names (resolved at start when it is a host name) plus ``egress.own_addresses`` (e.g. the
+public address in front of a wildcard bind) — are always refused, so sift cannot be pointed
+at itself.
 
 Every refusal raises the same ``Blocked`` with the same message: callers learn nothing about
-which rule fired.
+which rule fired. Its hint depends only on the policy (``blocked``): a restricted caller is
+told to ask for a fleet key, a fleet caller to ask the operator to allow the range.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import logging
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -39,6 +44,33 @@ BLOCKED_MESSAGE = (
     "sift will not fetch this URL for this caller: it names or leads to a host, address or "
     "port outside the caller's egress policy."
 )
+
+# What to do next, by the kind of policy refused (never by the rule that fired).
+RESTRICTED_HINT = (
+    "This caller may only reach public addresses on allowed ports; "
+    "ask the operator for a fleet key if you need more."
+)
+FLEET_PRIVATE_HINT = (
+    "If sift should reach this host, ask the operator to allow its range for your class "
+    "(private_cidrs); multicast, reserved and documentation ranges and sift's own address "
+    "are never reachable."
+)
+FLEET_NO_PRIVATE_HINT = (
+    "Your class may not reach private addresses; if sift should reach this host, ask the "
+    "operator to set allow_private (and private_cidrs to its range) for your class."
+)
+
+
+def blocked(policy: FetchPolicy) -> Blocked:
+    """The one refusal for ``policy``: the same message always, the hint that fits it."""
+    if policy.allowed_ports is not None and not policy.allow_private:
+        hint = RESTRICTED_HINT
+    elif policy.allow_private:
+        hint = FLEET_PRIVATE_HINT
+    else:
+        hint = FLEET_NO_PRIVATE_HINT
+    return Blocked(BLOCKED_MESSAGE, hint=hint)
+
 
 log = logging.getLogger("sift.fetch.egress")
 _MEMO_SIZE = 4096
@@ -183,6 +215,29 @@ def _parse_own(entry: str) -> tuple[IPAddress, int | None]:
     return unwrap(ipaddress.ip_address(host)), port
 
 
+def listen_addresses(host: str, port: int) -> list[str]:
+    """The own-address entries (``"ip:port"``, ``"[v6]:port"``) for a listen ``host``.
+
+    An IP literal is used as is; a name is resolved now (sift binds every address it
+    resolves to, so each is refused as a fetch target). Raises ``ConfigError`` if the name
+    does not resolve.
+    """
+    ip = parse_ip(host)
+    if ip is not None:
+        ips = [ip]
+    else:
+        try:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as exc:
+            raise ConfigError(f"listen: {host}: cannot resolve: {exc}") from exc
+        ips = []
+        for info in infos:
+            parsed = parse_ip(str(info[4][0]).partition("%")[0])
+            if parsed is not None and parsed not in ips:
+                ips.append(parsed)
+    return [f"[{a}]:{port}" if a.version == 6 else f"{a}:{port}" for a in ips]
+
+
 class EgressGuard:
     """Applies the table plus the lab settings to one policy at a time.
 
@@ -197,8 +252,20 @@ class EgressGuard:
         try:
             self._own = tuple(_parse_own(entry) for entry in own_addresses)
         except ValueError as exc:
-            raise ConfigError(f"own listening address: {exc}") from exc
+            raise ConfigError(f"egress.own_addresses: {exc}") from exc
         self._memo: dict[str, tuple[IPAddress, str, Category]] = {}
+
+    def add_own(self, entry: str) -> None:
+        """Refuse ``entry`` (``"ip:port"`` or ``"[v6]:port"``) for every policy from now on:
+        a listener sift opens after start-up (the browser's guard proxies)."""
+        self._own = (*self._own, _parse_own(entry))
+
+    def remove_own(self, entry: str) -> None:
+        """Undo one ``add_own`` (the listener is closed)."""
+        own = list(self._own)
+        with contextlib.suppress(ValueError):
+            own.remove(_parse_own(entry))
+        self._own = tuple(own)
 
     def category(self, address: IPAddress) -> Category:
         """The category of an unwrapped address, with ``extra_public_cidrs`` applied."""
@@ -279,10 +346,10 @@ class EgressGuard:
         for text in addresses:
             judged = self._judge(text)
             if judged is None or not self.permits(text, port, policy):
-                raise Blocked(BLOCKED_MESSAGE)
+                raise blocked(policy)
             literal = judged[1]
             if literal not in vetted:
                 vetted.append(literal)
         if not vetted:
-            raise Blocked(BLOCKED_MESSAGE)
+            raise blocked(policy)
         return vetted

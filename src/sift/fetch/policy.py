@@ -7,6 +7,8 @@ so that tests (and operators) set them explicitly.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,3 +54,26 @@ def restricted_policy(extra_ports: frozenset[int] = frozenset(), **overrides: An
         pool="restricted",
     )
     return replace(base, **overrides)
+
+
+@functools.lru_cache(maxsize=256)  # on the hot path; policies are few and hashable
+def egress_scope(policy: FetchPolicy) -> str:
+    """A short name for everything in ``policy`` that decides what a fetch may reach or keep:
+    private access and ranges, ports, redirect count, body and header limits (not deadlines,
+    which change how long a fetch may take, not what it may return).
+
+    Shared state that one caller's fetch fills and another's reads — cached pages, robots.txt
+    outcomes, single-flight fetches — is keyed by it, so two policies never share an entry.
+    Readable prefix (``pub``/``priv``) for humans; a digest of the rest keeps keys short.
+    """
+    parts = (
+        policy.allow_private,
+        policy.private_cidrs,
+        sorted(policy.allowed_ports) if policy.allowed_ports is not None else None,
+        policy.max_redirects,
+        policy.max_download_bytes,
+        policy.max_header_bytes,
+        policy.max_header_fields,
+    )
+    digest = hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+    return f"{'priv' if policy.allow_private else 'pub'}.{digest}"

@@ -5,11 +5,19 @@ Outcome of fetching ``<origin>/robots.txt`` (through the same guarded fetcher, s
 - 2xx: the rules apply (the first 512 KiB are parsed; RFC 9309 asks for at least 500 KiB).
 - redirects are followed within the policy's limit; a longer chain counts as unavailable.
 - 4xx (except 429): unavailable → everything is allowed.
-- 429, 5xx, or unreachable (DNS, connect, TLS, timeout, refused by the egress guard):
-  everything is disallowed. sift treats 429 like a server error, as major crawlers do.
+- 429, 5xx, or unreachable (DNS, connect, TLS, timeout): everything is disallowed. sift
+  treats 429 like a server error, as major crawlers do.
   When the origin itself is unreachable (DNS, connect, TLS, timeout), ``allowed`` raises
   that error rather than answering ``False``, so callers see ``connect_failed`` and not a
   misleading ``robots_disallowed``.
+- refused by the egress guard: never cached — a refusal says what this caller may reach,
+  not what the origin answers, and must never deny a caller who may reach it. When the
+  origin itself is refused (its name, port or address), ``allowed`` raises ``Blocked``
+  (``blocked_address``: the page would be refused the same way); when robots.txt redirects
+  somewhere this policy may not go, that check answers "disallowed" (unreachable rules).
+
+The cache given to a checker is keyed by the checker's egress scope (see
+``fetch.policy.egress_scope``), so outcomes seen under one policy never answer another.
 
 Results are cached per origin for ``ttl_s`` (24 h by default); failures (429, 5xx,
 unreachable) only for ``error_ttl_s``, so a site that comes back is not shut out for a day.
@@ -30,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 from protego import Protego
 
 from sift.errors import (
+    Blocked,
     ConnectFailed,
     DnsFailure,
     SiftError,
@@ -51,6 +60,17 @@ _PARSED_CACHE_SIZE = 1024
 _ORIGIN_FAILURES: dict[str, type[SiftError]] = {
     cls.code: cls for cls in (DnsFailure, ConnectFailed, TlsFailure, UpstreamTimeout)
 }
+
+_ORIGIN_REASONS: dict[str, str] = {
+    "dns_failure": "its host name did not resolve",
+    "connect_failed": "sift could not connect to its host",
+    "tls_failure": "TLS with its host failed",
+    "upstream_timeout": "its host did not answer in time",
+}
+
+
+class _RedirectRefused(Exception):
+    """robots.txt redirected to a URL this policy may not reach."""
 
 
 class RobotsCache(Protocol):
@@ -157,7 +177,8 @@ class RobotsChecker:
         rules = await self.rules(target.origin)
         failure = _ORIGIN_FAILURES.get(rules.failure)
         if failure is not None:
-            raise failure(f"{target.origin}/robots.txt could not be fetched: {rules.failure}.")
+            # Name the URL the caller asked for: robots.txt is sift's detour, not theirs.
+            raise failure(f"{url} could not be fetched: {_ORIGIN_REASONS[rules.failure]}.")
         return rules.allowed(target.url, self.token)
 
     async def crawl_delay(self, url: str) -> float | None:
@@ -201,7 +222,11 @@ class RobotsChecker:
         cached = await self._cache.get(origin)
         if cached is not None and self._fresh(cached[0], cached[2], now):
             return self._parse_cached(origin, cached)
-        status, body = await self._fetch(origin)
+        try:
+            status, body = await self._fetch(origin)
+        except _RedirectRefused:
+            # Disallowed for this check only: a guard refusal is never stored (see above).
+            return Rules(UNREACHABLE, None, Blocked.code)
         await self._cache.put(origin, status, body, now)
         return self._parse_cached(origin, (status, body, now))
 
@@ -232,6 +257,10 @@ class RobotsChecker:
             )
         except TooManyRedirects:
             return UNAVAILABLE, b""
+        except Blocked as exc:
+            if exc.__cause__ is None:
+                raise  # the origin itself is refused (the fetcher chains redirect refusals)
+            raise _RedirectRefused from exc
         except SiftError as exc:
             return UNREACHABLE, exc.code.encode()
         if 300 <= result.status < 400:

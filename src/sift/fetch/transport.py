@@ -19,6 +19,7 @@ How the guard fits aiohttp:
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import ssl
@@ -40,7 +41,7 @@ from sift.errors import (
     UpstreamError,
     UpstreamTimeout,
 )
-from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard
+from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard, blocked
 from sift.fetch.policy import FetchPolicy
 
 PoolKey = tuple[str, bool, tuple[str, ...]]
@@ -142,17 +143,15 @@ class Pools:
             await session.close()
 
 
-_CONNECT_TIMEOUTS: dict[float, aiohttp.ClientTimeout] = {}
+# Distinct connect timeouts remembered: a caller picks ``timeout_s`` (a float) per request,
+# so the memo is an LRU, not a dict every distinct value would grow for good.
+CONNECT_TIMEOUT_MEMO_SIZE = 64
 
 
+@functools.lru_cache(maxsize=CONNECT_TIMEOUT_MEMO_SIZE)
 def _timeout(connect_timeout_s: float) -> aiohttp.ClientTimeout:
     # The total deadline is the fetcher's own (one for all hops); aiohttp bounds connects.
-    timeout = _CONNECT_TIMEOUTS.get(connect_timeout_s)
-    if timeout is None:
-        timeout = _CONNECT_TIMEOUTS[connect_timeout_s] = aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout_s
-        )
-    return timeout
+    return aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s)
 
 
 def send(
@@ -202,13 +201,14 @@ def is_connect_error(exc: BaseException) -> bool:
     )
 
 
-def translate(exc: BaseException) -> SiftError:
-    """The sift error for an exception raised by aiohttp or the socket layer."""
+def translate(exc: BaseException, policy: FetchPolicy | None = None) -> SiftError:
+    """The sift error for an exception raised by aiohttp or the socket layer (``policy``:
+    the one the fetch ran under, for the hint of a refusal)."""
     if isinstance(exc, SiftError):
         return exc
     chain = list(_chain(exc))
     if any(isinstance(e, EgressDenied) for e in chain):
-        return Blocked(BLOCKED_MESSAGE)
+        return blocked(policy) if policy is not None else Blocked(BLOCKED_MESSAGE)
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return DnsFailure("The upstream host name did not resolve.")
     if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError) or any(

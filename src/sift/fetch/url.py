@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 import idna
 
-from sift.errors import Blocked, InvalidUrl
-from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard
+from sift.errors import InvalidUrl
+from sift.fetch.egress import EgressGuard, blocked
 from sift.fetch.policy import FetchPolicy
 
 MAX_URL_CHARS = 8 << 10
@@ -129,9 +129,9 @@ def validate_url(url: str, policy: FetchPolicy | None = None) -> Target:
 def refuse_by_name(target: Target, policy: FetchPolicy) -> None:
     """Raise ``Blocked`` for a port or (without ``allow_private``) a local name."""
     if not EgressGuard.port_allowed(target.port, policy):
-        raise Blocked(BLOCKED_MESSAGE)
+        raise blocked(policy)
     if not policy.allow_private and target.ip is None and is_refused_name(target.host):
-        raise Blocked(BLOCKED_MESSAGE)
+        raise blocked(policy)
 
 
 def is_refused_name(host: str) -> bool:

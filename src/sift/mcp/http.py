@@ -8,7 +8,14 @@ request the SDK attaches to each message.
 
 The transport is stateless with JSON responses: each POST is served on its own, so no MCP
 session state is kept between requests (nothing to hijack or exhaust), and tools, which
-answer with one result, need no event stream.
+answer with one result, need no event stream. ``GET`` (the server-initiated event stream)
+and ``DELETE`` (ending a session) are therefore answered ``405`` with ``Allow: POST``, as
+the transport spec allows: in stateless mode the SDK would open a GET stream that nothing
+ever writes to and hold it, and a connection, until the client hangs up. The SDK's client
+opens neither without a session id, which a stateless server never issues.
+
+``Origin`` is checked in front of this endpoint by ``api.hostguard`` (the spec requires it;
+the SDK's own ``TransportSecuritySettings`` is off by default and answers in plain text).
 """
 
 from __future__ import annotations
@@ -25,11 +32,11 @@ from starlette.datastructures import Headers
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from sift.api.auth import authenticate
+from sift.api.auth import KeyRing, authenticate
 from sift.api.errors import error_response
 from sift.api.observe import OBSERVE_KEY
 from sift.config import Settings
-from sift.errors import SiftError, Unauthorized
+from sift.errors import MethodNotAllowed, SiftError, Unauthorized
 from sift.mcp.server import build_server
 from sift.mcp.tools import Core, SiftTools
 from sift.principal import Principal
@@ -50,8 +57,8 @@ def principal_from_request(ctx: ServerRequestContext[Any, Any]) -> Principal:
 class McpHttp:
     """The ASGI endpoint for ``/mcp``; ``run()`` must be entered in the app's lifespan."""
 
-    def __init__(self, settings: Settings, tools: SiftTools) -> None:
-        self._settings = settings
+    def __init__(self, settings: Settings, tools: SiftTools, keys: KeyRing) -> None:
+        self._keys = keys
         self.manager = StreamableHTTPSessionManager(
             app=build_server(tools, principal_from_request),
             json_response=True,
@@ -65,8 +72,18 @@ class McpHttp:
         return self.manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            refusal = MethodNotAllowed(
+                f"{scope['method']} {MCP_PATH}: sift's MCP endpoint is stateless and takes POST "
+                "only",
+                hint="POST JSON-RPC messages to /mcp; there is no event stream (GET) and no "
+                "session to end (DELETE).",
+            )
+            refusal.headers["Allow"] = "POST"
+            await error_response(refusal)(scope, receive, send)
+            return
         try:
-            principal = authenticate(self._settings, Headers(scope=scope).get("authorization"))
+            principal = authenticate(self._keys, Headers(scope=scope).get("authorization"))
         except SiftError as exc:
             response = error_response(exc)
             response.headers["WWW-Authenticate"] = "Bearer"
@@ -82,10 +99,12 @@ class McpHttp:
         await self.manager.handle_request(scope, receive, send)
 
 
-def install_mcp(app: FastAPI, settings: Settings, core: Callable[[], Core]) -> McpHttp:
+def install_mcp(
+    app: FastAPI, settings: Settings, core: Callable[[], Core], keys: KeyRing
+) -> McpHttp:
     """Route ``/mcp`` to a new ``McpHttp`` over ``core`` (resolved per call, so it may be
     built later, in the lifespan). Enter the returned object's ``run()`` in the lifespan."""
-    endpoint = McpHttp(settings, SiftTools(core))
+    endpoint = McpHttp(settings, SiftTools(core), keys)
     # In stateless mode the SDK logs "Terminating session" at INFO after every request;
     # the access log already has one line per request.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)

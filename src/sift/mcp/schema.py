@@ -13,7 +13,17 @@ from typing import Any, Final
 import mcp.types as types
 
 from sift.batch.submit import MAX_IDEM_KEY_CHARS
-from sift.options import FORMATS, MAX_EXCLUDES, MAX_INT, MAX_SELECTOR_CHARS, MAX_URL_BYTES
+from sift.options import (
+    ENGINES,
+    FORMATS,
+    MAX_EXCLUDES,
+    MAX_INT,
+    MAX_SELECTOR_CHARS,
+    MAX_URL_BYTES,
+    MIN_MAX_BYTES,
+    URL_PATTERN,
+)
+from sift.render.selector import LIMITS_TEXT
 
 # A tool result lands in a model's context window: unless the caller asks for more, one
 # fetch returns at most this many bytes (and never more than the caller's class cap).
@@ -26,6 +36,7 @@ _URL: Final = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_URL_BYTES,
+    "pattern": URL_PATTERN,
     "description": "Absolute http:// or https:// URL.",
 }
 _FORMAT: Final = {
@@ -46,11 +57,26 @@ _SELECTOR: Final = {
     "minLength": 1,
     "maxLength": MAX_SELECTOR_CHARS,
     "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
-    "'article' or '#content'.",
+    f"'article' or '#content'. {LIMITS_TEXT}",
+}
+_ENGINE: Final = {
+    "type": "string",
+    "enum": list(ENGINES),
+    "default": "auto",
+    "description": "auto (default): plain HTTP, and a headless browser when the page looks "
+    "like a JavaScript shell; http: never the browser; browser: always load the page in "
+    "the browser (slower; for pages that build their text with JavaScript).",
+}
+_WAIT_FOR: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SELECTOR_CHARS,
+    "description": "Browser only: CSS selector to wait for before reading the page (for "
+    "pages that load their text late), e.g. '#results li'.",
 }
 _MAX_BYTES_BATCH: Final = {
     "type": "integer",
-    "minimum": 1,
+    "minimum": MIN_MAX_BYTES,
     "maximum": MAX_INT,
     "description": "Largest content kept per page, in UTF-8 bytes (default and ceiling: "
     "your class's cap).",
@@ -79,7 +105,7 @@ FETCH_TOOL: Final = types.Tool(
             "format": _FORMAT,
             "max_bytes": {
                 "type": "integer",
-                "minimum": 1,
+                "minimum": MIN_MAX_BYTES,
                 "maximum": MAX_INT,
                 "description": "Largest slice of content to return, in UTF-8 bytes. Default "
                 f"{DEFAULT_MAX_BYTES}; a value above your class's cap is lowered to it (the "
@@ -102,6 +128,8 @@ FETCH_TOOL: Final = types.Tool(
             },
             "main_content": _MAIN_CONTENT,
             "selector": _SELECTOR,
+            "engine": _ENGINE,
+            "wait_for": _WAIT_FOR,
         },
         "required": ["url"],
         "additionalProperties": False,
@@ -179,9 +207,13 @@ BATCH_SUBMIT_TOOL: Final = types.Tool(
                     "selector": _SELECTOR,
                     "exclude": {
                         "type": "array",
-                        "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+                        "items": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": MAX_SELECTOR_CHARS,
+                        },
                         "maxItems": MAX_EXCLUDES,
-                        "description": "CSS selectors of elements to drop.",
+                        "description": f"CSS selectors of elements to drop. {LIMITS_TEXT}",
                     },
                     "max_bytes": _MAX_BYTES_BATCH,
                     "max_age_s": {
@@ -251,7 +283,8 @@ _OUTCOME: Final = {
             "enum": ["pending", "running", "done", "failed", "cancelled"],
         },
         "http_status": {"type": "integer"},
-        "title": {"type": ["string", "null"]},
+        # anyOf rather than a list of types: portable to single-type schema dialects.
+        "title": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "final_url": {"type": "string"},
         "bytes": {"type": "integer", "description": "Content bytes kept by the job."},
         "total_bytes": {"type": "integer", "description": "Content bytes of the whole page."},
@@ -313,7 +346,7 @@ BATCH_RESULTS_TOOL: Final = types.Tool(
             "status": _JOB_STATUS,
             "items": {"type": "array", "items": _OUTCOME},
             "next_offset": {
-                "type": ["integer", "null"],
+                "anyOf": [{"type": "integer"}, {"type": "null"}],
                 "description": "offset for the next page; null after the last URL.",
             },
         },

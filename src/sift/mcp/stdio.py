@@ -1,16 +1,20 @@
 """``sift mcp``: the MCP server over stdio, in this process, on the local data directory.
 
-It runs as the operator (fleet, private addresses allowed — like ``sift fetch``) or, with
-``--key``, as the caller that key names in the settings, with that caller's class. Like
-in-process ``sift batch``, it owns the data directory while it runs (it reconciles batch
-jobs a previous run left in flight and runs the batch runner): give each ``sift mcp`` its
-own ``--data-dir``, or let agents share a running ``sift serve`` through ``/mcp``.
+By default it runs as an unnamed ``restricted`` caller (public addresses only): an agent
+is untrusted input, and the command an agent's config starts must not hand it the operator's
+reach into private networks. ``--class fleet`` gives it the fleet class's limits and
+egress, ``--key`` makes it the configured caller that key names, and only ``--operator``
+runs it as the operator (fleet, every private address allowed — like ``sift fetch``). Like
+in-process ``sift batch``, it owns the data directory while it runs (``sift.datadir``: it
+reconciles batch jobs a previous run left in flight and runs the batch runner): give each
+``sift mcp`` its own ``--data-dir``, or let agents share a running ``sift serve`` through
+``/mcp``.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Final
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
@@ -19,19 +23,23 @@ from sift.config import Settings
 from sift.errors import Unauthorized
 from sift.mcp.server import build_server
 from sift.mcp.tools import Core, SiftTools
-from sift.principal import OPERATOR, Principal
+from sift.principal import Principal
+
+# The name jobs of a keyless stdio session are stored under (a caller class, no key).
+STDIO_CALLER: Final = "stdio"
 
 
 def principal_for_key(settings: Settings, key: str | None) -> Principal:
-    """The operator without a key; otherwise the configured caller the key names."""
+    """An unnamed restricted caller without a key; otherwise the configured caller the key
+    names. (The operator is never the default: see ``--operator``.)"""
     if key is None:
-        return OPERATOR
+        return Principal(STDIO_CALLER, "restricted")
     caller = settings.find_caller(key.strip())
     if caller is None:
         raise Unauthorized(
             "--key: no caller with this key is configured",
-            hint="Pass a key issued with `sift keys add` for this config, or omit --key to run "
-            "as the operator.",
+            hint="Pass a key issued with `sift keys add` for this config, or use --class "
+            "instead of --key.",
         )
     return Principal(caller.name, caller.caller_class)
 
@@ -42,21 +50,26 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     from sift.batch.jobs import BatchJobs
     from sift.batch.openstore import make_runner, open_store
     from sift.batch.runner import reconcile
-    from sift.cli import build_fetcher
+    from sift.browser import Browser
+    from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
     from sift.service import Service
 
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    pool = render_pool(settings)
+    pool.start()
     try:
         store = await open_store(settings, adb)
     except BaseException:
+        pool.close()
         await adb.close()
         raise
     try:
         if not store.shared:
             await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_executor=None)
+            browser = Browser(settings.browser, fetcher)  # launched on first use
+            service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
             runner = make_runner(settings, store, service, principals={principal.name: principal})
             core = Core(service, BatchJobs(settings, store, runner))
             runner.start()
@@ -68,7 +81,9 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
                     )
             finally:
                 await runner.stop(settings.batch.shutdown_grace_s)
+                await browser.close()
     finally:
+        pool.close()
         await store.close()
         await adb.close()
 

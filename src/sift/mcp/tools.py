@@ -6,9 +6,12 @@ job submitted here is the caller's job on ``/v1/batch`` too. Nothing is fetched 
 rendered a second time for the MCP front end.
 
 Every failure becomes a tool error result (``isError``) whose text is
-``<code>: <message>`` and ``hint: <hint>`` and whose structured content is the same
-``{"error": {code, message, hint}}`` object the API answers: a model reads it, a program
-parses it, and neither ever sees a bare protocol error for a bad URL or a refused address.
+``<code>: <message>`` and ``hint: <hint>``, and whose ``_meta["sift/error"]`` is the same
+``{code, message, hint}`` object the API answers: a model reads the text, a program parses
+the object, and neither ever sees a bare protocol error for a bad URL or a refused address.
+An error carries no ``structuredContent``: a tool's ``outputSchema`` describes its success
+result, and clients (the TypeScript SDK, the MCP Inspector) check any structured content
+against it, error or not — an error object there would fail that check and hide the error.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ _JOB_FIELDS: Final = (
     "counts",
     "expires_at",
 )
+# Where an error result carries the API's error object (a prefixed ``_meta`` key, as the
+# MCP spec asks of implementation-specific metadata).
+ERROR_META_KEY: Final = "sift/error"
 _OUTCOME_FIELDS: Final = ("title", "final_url", "bytes", "total_bytes", "truncated", "digest")
 
 
@@ -120,7 +126,8 @@ class SiftTools:
             cap = service.settings.classes.get(principal.caller_class).output_cap
             args["max_bytes"] = min(self._default_max_bytes, cap)
         opts = parse_options(args)
-        envelope = await service.fetch(principal, opts)
+        with service.inflight.hold(principal):  # the same per-caller cap as /v1/fetch
+            envelope = await service.fetch(principal, opts)
         return types.CallToolResult(
             content=[
                 types.TextContent(type="text", text=envelope["content"]),
@@ -134,9 +141,7 @@ class SiftTools:
         urls = args.get("urls")
         if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
             raise BadRequest("urls: expected a list of URL strings")
-        options = args.get("options") or {}
-        if not isinstance(options, dict):
-            raise BadRequest("options: expected an object of fetch options")
+        options = _batch_options(args.get("options"))
         idem = _idem_key(args.get("idempotency_key"), urls, options)
         body: dict[str, Any] = {"targets": urls}
         if options:
@@ -191,6 +196,33 @@ def _check_names(tool: str, args: Mapping[str, Any]) -> None:
         )
 
 
+def _batch_options(value: Any) -> dict[str, Any]:
+    """batch_submit's ``options`` as its schema says: only the options it names (a fleet
+    option such as ``robots`` or a fetch-only one such as ``offset`` is refused here, not
+    passed on to the job), each with a valid value."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadRequest("options: expected an object of fetch options")
+    schema = input_schema("batch_submit") or {}
+    known = schema["properties"]["options"]["properties"]
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise BadRequest(
+            f"options: unknown option {', '.join(unknown)}",
+            hint=f"batch_submit options take: {', '.join(known)}.",
+        )
+    try:
+        parse_options(value, require_url=False)
+    except BadRequest as exc:
+        raise BadRequest(
+            f"options: {exc.message.removeprefix('invalid options: ')}",
+            hint="Fix the option as the message says (batch_submit's schema gives each "
+            "option's type and range) and submit again.",
+        ) from exc
+    return value
+
+
 def _job_id(args: Mapping[str, Any]) -> str:
     job_id = args.get("id")
     if not isinstance(job_id, str) or not job_id:
@@ -229,8 +261,10 @@ def default_idem_key(urls: list[str], options: Mapping[str, Any]) -> str:
 
 
 def error_result(exc: SiftError) -> types.CallToolResult:
-    """A tool error carrying ``code``, ``message`` and ``hint`` (and Retry-After, if any)."""
-    body = exc.to_dict()
+    """A tool error carrying ``code``, ``message`` and ``hint`` (and Retry-After, if any) as
+    text and as ``_meta[ERROR_META_KEY]``; never as structured content (see the module
+    docstring)."""
+    body: dict[str, Any] = exc.to_dict()["error"]
     text = f"{exc.code}: {exc.message}\nhint: {exc.hint}"
     retry_after = exc.headers.get("Retry-After")
     if retry_after is not None:
@@ -238,8 +272,8 @@ def error_result(exc: SiftError) -> types.CallToolResult:
         text += f"\nretry after: {retry_after} s"
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
-        structured_content=body,
         is_error=True,
+        _meta={ERROR_META_KEY: body},
     )
 
 
@@ -256,11 +290,15 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     start = envelope["offset"]
     end = start + envelope["bytes"]
     truncated = envelope["truncated"]
+    # The title is already cut to the cap (render/extras.py); one line, so a title cannot
+    # add footer lines of its own.
+    title = " ".join((envelope["title"] or "").split()) or "(none)"
     lines = [
         "---",
-        f"title: {envelope['title'] or '(none)'}",
+        f"title: {title}",
         f"final_url: {envelope['final_url']}",
-        f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}",
+        f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}"
+        + (" | engine browser" if envelope.get("engine") == "browser" else ""),
         f"bytes: {start}-{end} of {envelope['total_bytes']} | "
         f"truncated: {'yes' if truncated else 'no'}",
     ]
@@ -286,6 +324,10 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         parts.append(f"selector={json.dumps(args['selector'])}")
     if args.get("max_bytes") is not None:
         parts.append(f"max_bytes={args['max_bytes']}")
+    if envelope.get("engine") == "browser" and args.get("engine") == "browser":
+        parts.append('engine="browser"')
+    if args.get("wait_for") is not None:
+        parts.append(f"wait_for={json.dumps(args['wait_for'])}")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"

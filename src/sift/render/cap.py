@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sift.errors import BadRequest, OffsetOutOfRange
+from sift.options import MIN_MAX_BYTES
 
-MIN_MAX_BYTES = 4
 # Where in the window a clean boundary is looked for: its last tenth.
 BOUNDARY_WINDOW_FRACTION = 0.10
 

@@ -1,9 +1,12 @@
 """Bytes to text: choose a charset safely, decode with replacement.
 
-Order: the caller's charset (from the HTTP header), a byte-order mark, a ``<meta charset>`` /
-``http-equiv`` declaration in the first 4 KiB, then charset-normalizer on a bounded sample,
-then UTF-8. Every name goes through ``text_codec``: only real text codecs are accepted,
-never bytes-to-bytes ones (``zlib``, ``base64``, ``rot13`` …) that a hostile page could
+Order: the caller's charset (from the HTTP header, or the ``charset=`` parameter of the
+content type), a byte-order mark, valid UTF-8 with multi-byte sequences (a stale ``<meta>``
+loses to it), a ``<meta charset>`` / ``http-equiv`` declaration in the first 4 KiB, then for
+unlabelled non-UTF-8 bytes windows-1252 when they look like accented Latin text (as browsers
+do), else charset-normalizer on a bounded sample, else UTF-8. Every name goes through
+``text_codec``: only real text codecs are accepted, never bytes-to-bytes ones (``zlib``,
+``base64``, ``rot13`` …) that a hostile page could
 declare. Decoding always uses ``errors="replace"``: the result is a ``str`` whatever the bytes.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 import codecs
 import re
 
-import charset_normalizer
+from sift.fetch.charset import is_utf8_multibyte, sniffed_charset
 
 _META = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]{1,40})""", re.IGNORECASE)
 _BOMS = (
@@ -61,22 +64,17 @@ def detect_charset(body: bytes, declared: str | None = None) -> str:
     codec = text_codec(declared)
     if codec:
         return codec
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return name
+    if is_utf8_multibyte(body):
+        return "utf-8"  # whatever a stale <meta> says
     codec = sniff_charset(body)
     if codec:
         return codec
-    sample = body[:DETECT_SAMPLE_BYTES]
-    try:
-        sample.decode("utf-8")
+    if body[:DETECT_SAMPLE_BYTES].isascii():
         return "utf-8"
-    except UnicodeDecodeError as exc:
-        if exc.start >= len(sample) - 4:
-            return "utf-8"  # a sequence cut by the sample boundary
-    best = charset_normalizer.from_bytes(sample).best()
-    if best is not None:
-        codec = text_codec(best.encoding)
-        if codec:
-            return codec
-    return "utf-8"
+    return text_codec(sniffed_charset(body)) or "utf-8"
 
 
 def decode(body: bytes, charset: str | None = None) -> tuple[str, str]:

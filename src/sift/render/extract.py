@@ -19,8 +19,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from sift.render.patterns import STRONG, WEAK, boiler_kind, is_content_hint
+from sift.render.markdown import BLOCK_TAGS
+from sift.render.patterns import (
+    COMMENT,
+    NOT_BOILER,
+    STRONG,
+    WEAK,
+    boiler_kind,
+    is_content_hint,
+)
 
 PARA_TAGS = frozenset(
     {"p", "pre", "blockquote", "li", "td", "dd", "h2", "h3", "h4", "h5", "h6", "figcaption"}
@@ -43,6 +52,16 @@ class Weights:
     guard_share: float = 0.5
     link_density_max: float = 0.5
     teaser_max_chars: int = 400
+    # A weak chrome word cannot remove an element with this much paragraph text (0: off).
+    weak_keep_para: int = 1000
+    # Headings (h2–h6) and what is inside them are never chrome by class.
+    headings_content: bool = True
+    # Inline elements inside running prose are never pruned.
+    prose_inline: bool = True
+    # Link density is judged per list (ul/ol), and lists of links to other sites are kept.
+    list_density: bool = True
+    # Paragraphs are dropped for links only above this link density.
+    para_link_density_max: float = 0.5
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -63,10 +82,25 @@ class Selection:
     skip: Callable[[Any], bool]
     text_chars: int  # visible characters of the whole page
     chosen_chars: int  # visible characters in the container
+    score: float = 0.0  # the container's weight: <= 0 when no subtree has more prose than links
 
 
-def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) -> Selection:
-    """Find the article container under ``body`` (a cleaned tree)."""
+def select(
+    body: Any,
+    *,
+    title: str | None,
+    weights: Weights | None = None,
+    discussion: bool = False,
+    host: str = "",
+) -> Selection:
+    """Find the article container under ``body`` (a cleaned tree).
+
+    ``discussion`` (the page declares itself a forum thread or Q&A) makes posts marked as
+    comments content. (Inferring it from comments holding most of the text was tried and
+    dropped: it turns long comment sections under short articles into content.)
+    ``host`` (the page's) tells lists of links to other sites (references) from site lists.
+    """
+    weights = weights or DEFAULT_WEIGHTS
     els = list(body.iter())
     n = len(els)
     index = {el: i for i, el in enumerate(els)}
@@ -78,6 +112,7 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
     # Pass 1 (top-down): context flags; own text per element.
     in_para = [False] * n
     in_link = [False] * n
+    in_heading = [False] * n
     own = [0] * n
     for i, el in enumerate(els):
         tag = el.tag
@@ -85,9 +120,11 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
         if p >= 0:
             in_para[i] = in_para[p] or tag in PARA_TAGS
             in_link[i] = in_link[p] or tag == "a"
+            in_heading[i] = in_heading[p] or tag in _TEASER_HEADINGS
         else:
             in_para[i] = tag in PARA_TAGS
             in_link[i] = tag == "a"
+            in_heading[i] = tag in _TEASER_HEADINGS
         c = _chars(el.text)
         if c:
             own[i] += c
@@ -106,11 +143,21 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
             link[p] += link[i]
 
     # The guard measures plain (non-link) text: many articles have no <p> at all.
-    guard = weights.guard_share * (total[0] - link[0])
+    plain = total[0] - link[0]
+    guard = weights.guard_share * plain
+    kinds = [boiler_kind(el) for el in els]
     boiler = [False] * n
-    for i, el in enumerate(els):
-        kind = boiler_kind(el)
-        if kind == STRONG or (kind == WEAK and total[i] - link[i] <= guard):
+    weak_keep = weights.weak_keep_para or total[0] + 1
+    headings = weights.headings_content
+    for i in range(n):
+        kind = kinds[i]
+        if kind == COMMENT:
+            kind = NOT_BOILER if discussion else STRONG
+        if kind == WEAK and (total[i] - link[i] > guard or para[i] >= weak_keep):
+            continue  # a weak word on the element that holds the text: a false alarm
+        if kind != NOT_BOILER and headings and in_heading[i] and els[i].tag != "header":
+            continue  # section headings are content whatever their class
+        if kind in (STRONG, WEAK):
             boiler[i] = True
 
     # Teaser cards (a linked headline plus a short blurb) are listings of other pages.
@@ -122,6 +169,16 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
                 top = j
             if top > 0:
                 boiler[top] = True
+
+    # Inline elements in running prose (text beside them in the same block) stay: a
+    # sentence never loses words in the middle.
+    prose = [False] * n
+    if weights.prose_inline:
+        for i in range(1, n):
+            p = parent[i]
+            if p >= 0 and in_para[p] and own[p] and els[i].tag not in BLOCK_TAGS:
+                prose[i] = True
+                boiler[i] = False
 
     # Pass 3: weighted score, bottom-up, with chrome subtrees counted as negative.
     lw = weights.loose_weight
@@ -150,11 +207,10 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
     container = els[best]
 
     boiler_set = {els[i] for i in range(n) if boiler[i]}
-    ld_max = weights.link_density_max
     linky = {
         els[i]
         for i in range(n)
-        if els[i].tag in _LINKY_BLOCKS and total[i] and link[i] > ld_max * total[i]
+        if not prose[i] and _linky(els[i], total[i], link[i], weights, host)
     }
     title_key = _norm(title) if title else ""
 
@@ -167,7 +223,38 @@ def select(body: Any, *, title: str | None, weights: Weights = DEFAULT_WEIGHTS) 
                 return True
         return False
 
-    return Selection(container=container, skip=skip, text_chars=total[0], chosen_chars=total[best])
+    return Selection(container, skip, total[0], total[best], score[best])
+
+
+def _linky(el: Any, total: int, link: int, weights: Weights, host: str) -> bool:
+    """Whether a block is dropped from the article for being mostly links."""
+    tag = el.tag
+    if not total or tag not in _LINKY_BLOCKS:
+        return False
+    if not weights.list_density:
+        return link > weights.link_density_max * total
+    if tag == "li":
+        return False  # decided for the whole list
+    if tag == "p":
+        return link > weights.para_link_density_max * total
+    if link <= weights.link_density_max * total:
+        return False
+    if tag in ("ul", "ol") and host:
+        # References and "see also" lists point elsewhere; site lists point home.
+        hrefs = [str(a.get("href") or "") for a in el.iter("a")]
+        away = sum(
+            1 for h in hrefs if h.startswith(("http://", "https://", "//")) and host_of(h) != host
+        )
+        return away * 2 < len(hrefs)
+    return True
+
+
+def host_of(url: str) -> str:
+    """The host of ``url`` without ``www.``, lower-cased; empty when it does not parse."""
+    try:
+        return urlsplit(url).netloc.lower().removeprefix("www.")
+    except ValueError:
+        return ""
 
 
 def _norm(text: str) -> str:

@@ -6,19 +6,25 @@ never-visible elements, apply the caller's ``exclude`` then ``selector``, pick t
 almost nothing of a page that has plenty of text, the whole page is rendered instead and the
 ``thin_content`` warning says so; a page of scripts with next to no text gets
 ``js_required_suspected``.
+
+Output is bounded by ``options.max_bytes``: the emitters stop past it and the result is cut
+there, with the ``render_budget_exceeded`` warning.
 """
 
 from __future__ import annotations
 
 import copy
+import re
+import sys
 from typing import Any
 from urllib.parse import urljoin
 
 from lxml import etree
 
 from sift.errors import BadRequest
-from sift.render import dom, extract
-from sift.render.markdown import Emitter
+from sift.render import dom, extract, pagetype
+from sift.render.cap import cap
+from sift.render.markdown import Emitter, escape_paragraph
 from sift.render.options import Rendered, RenderOptions
 
 # Main content shorter than this, on a page with several times more text, is "thin".
@@ -68,6 +74,7 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
         except ValueError:
             base_url = url
     script_chars = _script_chars(root)
+    info = pagetype.page_info(root)
     dom.clean(root)
     for sel in excludes:
         for el in sel(root):
@@ -79,39 +86,117 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
     warnings: list[str] = []
     links: list[dict[str, str]] | None = [] if options.links else None
 
+    budget = _Budget(options.max_bytes)
     if chooser is not None:
         matched = [el for el in chooser(root) if el is not root]
         if not matched:
             warnings.append("selector_no_match")
         # The caller chose the content: render every match in full, in document order.
-        top = [el for el in matched if not any(a in matched for a in el.iterancestors())]
-        parts = (_emit(el, None, options, base_url, links) for el in top)
-        content = ("\n" if options.format == "html" else "\n\n").join(p for p in parts if p)
+        # A set, so finding nested matches is linear in matches x depth, not quadratic.
+        matched_set = set(matched)
+        top = [el for el in matched if not any(a in matched_set for a in el.iterancestors())]
+        parts = []
+        for el in top:
+            if budget.left <= 0:
+                break
+            part = _emit(el, None, options, base_url, links, budget)
+            if part:
+                parts.append(part)
+        content = ("\n" if options.format == "html" else "\n\n").join(parts)
+        content = budget.finish(content, warnings)
         return Rendered(title, lang, content, links or [], warnings, "sift-selector")
 
     container: Any = body
     skip = None
     extractor = "sift-page"
-    page_chars = 0
+    page_chars, best_score = 0, 0.0
     if options.main_content:
-        sel = extract.select(body, title=title)
-        container, skip, extractor = sel.container, sel.skip, "sift"
-        page_chars = sel.text_chars
+        chosen = extract.select(
+            body, title=title, discussion=info.discussion, host=extract.host_of(base_url)
+        )
+        container, skip, extractor = chosen.container, chosen.skip, "sift"
+        page_chars, best_score = chosen.text_chars, chosen.score
 
-    content = _emit(container, skip, options, base_url, links)
+    content = _emit(container, skip, options, base_url, links, budget)
     if options.main_content:
-        kept = len(content)
-        if kept < THIN_CONTENT_CHARS and page_chars > THIN_PAGE_FACTOR * max(kept, 1):
+        kept = _visible_chars(content, options.format)
+        no_prose = best_score <= 0 and page_chars > kept  # every subtree is mostly links
+        thin = kept < THIN_CONTENT_CHARS and page_chars > THIN_PAGE_FACTOR * max(kept, 1)
+        if thin or no_prose:
             # Too little survived: give the whole page rather than a fragment.
             warnings.append("thin_content")
             if links is not None:
                 links.clear()
-            content = _emit(body, None, options, base_url, links)
+            budget = _Budget(options.max_bytes)
+            content = _emit(body, None, options, base_url, links, budget)
             extractor = "sift-page"
+    if options.main_content and options.format != "html":
+        content = _with_declared_facts(content, info, options.format)
+    if links is not None:
+        links = dom.links_of(body, base_url)  # every link of the page, not only the content's
+    content = budget.finish(content, warnings)
     visible = page_chars if options.main_content else dom.text_len(body.itertext())
     if visible < JS_SHELL_TEXT_CHARS and script_chars > max(JS_SHELL_SCRIPT_CHARS, 5 * visible):
         warnings.append("js_required_suspected")
     return Rendered(title, lang, content, links or [], warnings, extractor)
+
+
+def _with_declared_facts(content: str, info: pagetype.PageInfo, fmt: str) -> str:
+    """Add what the page declares about itself but does not show: a product's JSON-LD name,
+    price and description when the visible text lacks them, and for a page with no visible
+    text at all its description (the page is built by JavaScript; this is what it is about).
+    """
+    extra: list[str] = []
+    if info.product:
+        seen = _norm_words(content)
+        extra = [f for f in pagetype.product_facts(info) if _norm_words(f) not in seen]
+    if not content.strip() and info.description:
+        extra.append(info.description)
+    if not extra:
+        return content
+    if fmt == "markdown":
+        extra = [escape_paragraph(e) for e in extra]
+    return "\n\n".join(p for p in (content, *extra) if p)
+
+
+def _norm_words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+_MD_TARGET = re.compile(r"\]\([^)\s]*\)")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _visible_chars(content: str, fmt: str) -> int:
+    """Characters a reader sees: markdown link targets and HTML tags do not count."""
+    if fmt == "markdown":
+        return len(_MD_TARGET.sub("]", content))
+    if fmt == "html":
+        return len(_TAG.sub("", content))
+    return len(content)
+
+
+class _Budget:
+    """What is left of the output budget (characters; the final cut is in UTF-8 bytes)."""
+
+    def __init__(self, max_bytes: int | None) -> None:
+        self.max_bytes = max_bytes
+        self.left = sys.maxsize if max_bytes is None else max_bytes
+        self.exhausted = False
+
+    def spend(self, text: str, exhausted: bool) -> str:
+        self.left -= len(text)
+        self.exhausted = self.exhausted or exhausted or self.left < 0
+        return text
+
+    def finish(self, content: str, warnings: list[str]) -> str:
+        """``content`` cut to the budget at a clean boundary; says so in ``warnings``."""
+        if self.max_bytes is None:
+            return content
+        piece = cap(content, 0, self.max_bytes)
+        if self.exhausted or piece.truncated:
+            warnings.append("render_budget_exceeded")
+        return piece.content
 
 
 def _emit(
@@ -120,17 +205,23 @@ def _emit(
     options: RenderOptions,
     base_url: str,
     links: list[dict[str, str]] | None,
+    budget: _Budget,
 ) -> str:
     try:
         if options.format == "html":
-            return _clean_html(container, skip, base_url, links)
+            html, over = _clean_html(container, skip, base_url, links, budget.left)
+            return budget.spend(html, over)
         em = Emitter(
-            markdown=options.format == "markdown", base_url=base_url, skip=skip, links=links
+            markdown=options.format == "markdown",
+            base_url=base_url,
+            skip=skip,
+            links=links,
+            max_chars=budget.left,
         )
-        return em.render(container)
+        return budget.spend(em.render(container), em.exhausted)
     except RecursionError:
         # Nesting deeper than Python's stack (the parser allows 2048 levels): plain text.
-        return dom.flat_text(container)
+        return budget.spend(dom.flat_text(container), False)
 
 
 def _clean_html(
@@ -138,9 +229,12 @@ def _clean_html(
     skip: Any,
     base_url: str,
     links: list[dict[str, str]] | None = None,
-) -> str:
+    max_chars: int = sys.maxsize,
+) -> tuple[str, bool]:
     """The container as minimal HTML: skipped chrome removed, presentational attributes
-    dropped, links and images made absolute."""
+    dropped, links and images made absolute. Also says whether ``max_chars`` ran out: then
+    the rest of the links are dropped rather than made absolute (each can grow by the
+    length of the base URL), so the copy never outgrows the page plus the budget."""
     doomed = [el for el in container.iter() if skip is not None and skip(el)]
     # Mark doomed nodes so they can be found again in the copy.
     for i, el in enumerate(doomed):
@@ -152,17 +246,20 @@ def _clean_html(
             el.attrib.pop("data-sift-drop", None)
     for el in [e for e in clone.iter() if e.get("data-sift-drop") is not None]:
         dom.remove(el)
+    grown = 0
     for el in clone.iter():
         for name in [a for a in el.attrib if a not in _KEEP_ATTRS]:
             del el.attrib[name]
         for name in ("href", "src"):
             value = el.get(name)
             if value:
-                if value.strip().lower().startswith(("javascript:", "data:")):
+                if grown > max_chars or value.strip().lower().startswith(("javascript:", "data:")):
                     del el.attrib[name]
                     continue
                 try:
-                    el.set(name, urljoin(base_url, value.strip()))
+                    absolute = urljoin(base_url, value.strip())
+                    el.set(name, absolute)
+                    grown += len(absolute)
                 except ValueError:
                     del el.attrib[name]
         if links is not None and el.tag == "a" and el.get("href"):
@@ -171,4 +268,4 @@ def _clean_html(
                 links.append({"text": text, "url": el.get("href") or ""})
     clone.tail = None
     html: str = etree.tostring(clone, method="html", encoding="unicode")
-    return html.strip()
+    return html.strip(), grown > max_chars

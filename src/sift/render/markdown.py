@@ -10,11 +10,17 @@ images (``data:`` images dropped), fenced code with the language, pipe tables fo
 tables, ``>`` blockquotes and nested lists indented to the parent item's content column.
 Text mode writes the same blocks without markup (list items keep a ``- `` bullet, table
 cells are tab separated).
+
+Bounded output: ``max_chars`` is a budget for everything the walk emits (text, link and
+image URLs, table cells); past it the walk stops and ``exhausted`` is set. Tables are never
+padded (GFM fills short rows itself), and lists and blockquotes nest visibly only
+``MAX_NEST`` deep (deeper ones are written flat), so output stays linear in the input.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Collection
 from typing import Any
 from urllib.parse import urljoin
@@ -84,6 +90,9 @@ BLOCK_TAGS = frozenset(
 )
 HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _IMG_SRC_ATTRS = ("src", "data-src", "data-lazy-src", "data-original", "data-url")
+# Lists and blockquotes deeper than this are written without more indentation or "> "
+# (each level would otherwise repeat its prefix on every line below it: quadratic output).
+MAX_NEST = 8
 
 
 def normalize_inline(text: str) -> str:
@@ -116,14 +125,26 @@ class Emitter:
         skip: Callable[[Any], bool] | None = None,
         links: list[dict[str, str]] | None = None,
         drop_tags: Collection[str] = (),
+        max_chars: int | None = None,
     ) -> None:
         self.markdown = markdown
         self.base_url = base_url
         self.skip = skip
         self.links = links
         self.drop_tags = drop_tags
+        self._left = sys.maxsize if max_chars is None else max_chars
+        self._nest = 0
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the output budget ran out (the output then ends early)."""
+        return self._left <= 0
+
+    def _spend(self, n: int) -> None:
+        self._left -= n
 
     def _esc(self, text: str) -> str:
+        self._left -= len(text)
         return _MD_ESCAPE.sub(r"\\\1", text) if self.markdown else text
 
     # ---- public -------------------------------------------------------------------------
@@ -151,6 +172,8 @@ class Emitter:
             stream.append(self._esc(el.text))
         skip = self.skip
         for child in el:
+            if self._left <= 0:
+                break
             tag = child.tag
             if not isinstance(tag, str) or tag in self.drop_tags or (skip and skip(child)):
                 if child.tail:
@@ -190,36 +213,43 @@ class Emitter:
 
     def _list(self, el: Any) -> list[str]:
         ordered = el.tag == "ol"
-        start = 1
+        n = 1
         if ordered:
             try:
-                start = int(el.get("start") or 1)
+                n = int(el.get("start") or 1)
             except ValueError:
-                start = 1
-        items: list[str] = []
-        n = start
+                n = 1
         skip = self.skip
-        for child in el:
-            if not isinstance(child.tag, str) or (skip and skip(child)):
-                continue
-            if child.tag == "li":
-                blocks = self._children_blocks(child)
-            elif child.tag in ("ul", "ol"):
-                # Invalid but common: a nested list directly inside the list.
-                blocks = self._list(child)
-                if items and blocks:
-                    items[-1] += "\n" + _indent("\n\n".join(blocks), "  ")
+        children = [c for c in el if isinstance(c.tag, str) and not (skip and skip(c))]
+        self._nest += 1
+        try:
+            if self._nest > MAX_NEST:
+                # Too deep to indent: the items' blocks, flat, in order.
+                return [b for c in children for b in self._blocks(c, include_self=True) if b]
+            items: list[str] = []
+            for child in children:
+                if self._left <= 0:
+                    break
+                if child.tag == "li":
+                    blocks = self._children_blocks(child)
+                elif child.tag in ("ul", "ol"):
+                    # Invalid but common: a nested list directly inside the list.
+                    blocks = self._list(child)
+                    if items and blocks:
+                        items[-1] += "\n" + _indent("\n\n".join(blocks), "  ")
+                        continue
+                else:
+                    blocks = self._blocks(child, include_self=True)
+                blocks = [b for b in blocks if b]
+                if not blocks:
                     continue
-            else:
-                blocks = self._blocks(child, include_self=True)
-            blocks = [b for b in blocks if b]
-            if not blocks:
-                continue
-            marker = f"{n}. " if ordered else "- "
-            n += 1
-            body = "\n".join(blocks) if len(blocks) > 1 else blocks[0]
-            pad = " " * len(marker)
-            items.append(marker + _indent(body, pad, first=False))
+                marker = f"{n}. " if ordered and self.markdown else "- "  # text: no numbers
+                n += 1
+                body = "\n".join(blocks) if len(blocks) > 1 else blocks[0]
+                pad = " " * len(marker)
+                items.append(marker + _indent(body, pad, first=False))
+        finally:
+            self._nest -= 1
         return ["\n".join(items)] if items else []
 
     def _pre(self, el: Any) -> list[str]:
@@ -239,7 +269,10 @@ class Emitter:
         parts: list[str] = []
         if el.text:
             parts.append(el.text)
+            self._spend(len(el.text))
         for child in el:
+            if self._left <= 0:
+                break
             if isinstance(child.tag, str) and child.tag not in self.drop_tags:
                 if child.tag == "br":
                     parts.append("\n")
@@ -247,13 +280,18 @@ class Emitter:
                     parts.extend(self._pre_text(child))
             if child.tail:
                 parts.append(child.tail)
+                self._spend(len(child.tail))
         return parts
 
     def _blockquote(self, el: Any) -> list[str]:
-        inner = [b for b in self._children_blocks(el) if b]
+        self._nest += 1
+        try:
+            inner = [b for b in self._children_blocks(el) if b]
+        finally:
+            self._nest -= 1
         if not inner:
             return []
-        if not self.markdown:
+        if not self.markdown or self._nest >= MAX_NEST:
             return inner
         text = "\n\n".join(inner)
         return ["\n".join(("> " + line) if line else ">" for line in text.split("\n"))]
@@ -267,17 +305,24 @@ class Emitter:
             return self._children_blocks(el)
         grid: list[list[str]] = []
         for row in rows:
+            if self._left <= 0:
+                break
             cells = []
             for cell in row:
                 text = self._inline_children(cell).replace(_BREAK, " ").replace(_NEWLINE, " ")
                 text = normalize_inline(text)
                 cells.append(text.replace("|", "\\|") if self.markdown else text)
             grid.append(cells)
-        width = max(len(r) for r in grid)
         if not any(any(c for c in r) for r in grid):
             return []
-        for r in grid:
+        # Short rows are filled out to the widest one only while the filling is no bigger
+        # than the table itself: one very wide row over many short ones would otherwise
+        # multiply (GFM fills short body rows itself; the header row is always filled).
+        width = max(len(r) for r in grid)
+        missing = sum(width - len(r) for r in grid)
+        for r in grid if missing <= sum(len(r) for r in grid) else grid[:1]:
             r.extend([""] * (width - len(r)))
+        self._spend(6 * width)
         if not self.markdown:
             return ["\n".join("\t".join(r).rstrip() for r in grid)]
         lines = ["| " + " | ".join(grid[0]) + " |", "|" + " --- |" * width]
@@ -294,7 +339,7 @@ class Emitter:
             return self._img(el)
         if tag in BLOCK_TAGS:
             # A block inside an inline context (invalid HTML, or <a> wrapping <div>s).
-            return _BREAK + "\n\n".join(self._blocks(el, include_self=True)) + _BREAK
+            return _BREAK + _BREAK.join(self._blocks(el, include_self=True)) + _BREAK
         inner = self._inline_children(el)
         if not self.markdown:
             return inner
@@ -318,6 +363,8 @@ class Emitter:
             parts.append(self._esc(el.text))
         skip = self.skip
         for child in el:
+            if self._left <= 0:
+                break
             tag = child.tag
             if isinstance(tag, str) and tag not in self.drop_tags and not (skip and skip(child)):
                 parts.append(self._inline(child))
@@ -333,6 +380,7 @@ class Emitter:
         if _BREAK in text or not text.strip():
             return text
         url = self._absolute(href)
+        self._spend(len(url))
         if self.links is not None:
             self.links.append({"text": normalize_inline(text.replace("\\", "")), "url": url})
         lead = text[: len(text) - len(text.lstrip())]
@@ -352,6 +400,7 @@ class Emitter:
         if not src:
             return ""
         alt = normalize_inline(el.get("alt") or "").replace("[", "").replace("]", "")
+        self._spend(len(alt) + len(src) + len(self.base_url))
         url = self._absolute(src).replace(" ", "%20").replace(")", "%29").replace("(", "%28")
         return f" ![{alt}]({url}) "
 
@@ -378,6 +427,11 @@ def _indent(text: str, pad: str, *, first: bool = True) -> str:
     out = [lines[0] if not first else (pad + lines[0] if lines[0] else "")]
     out.extend(pad + line if line else "" for line in lines[1:])
     return "\n".join(out)
+
+
+def escape_paragraph(text: str) -> str:
+    """Plain text as one markdown paragraph: markup characters and line starts escaped."""
+    return _escape_line_starts(_MD_ESCAPE.sub(r"\\\1", text))
 
 
 def _escape_line_starts(text: str) -> str:

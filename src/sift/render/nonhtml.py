@@ -1,14 +1,20 @@
 """Renders for bodies that are not HTML: JSON, XML feeds and documents, PDF.
 
 Each returns readable text (markdown where it has structure) and never raises anything but
-a sift error; all work is bounded by the body size, by ``max_pages`` for PDF and by lxml's
-own limits (no entity expansion, no network, capped depth) for XML.
+a sift error; all work is bounded by the body size, by lxml's own limits (no entity
+expansion, no network, capped depth) for XML, and for JSON and PDF by an output budget
+(``max_chars``). PDF text extraction is also bounded in pages (``max_pages``) and time
+(``time_budget_s``): a small crafted PDF can make pypdf run for minutes (form XObjects
+drawing each other), so extraction stops past the budget and keeps what it has. The render
+pool's hard limit stays the backstop.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
 from lxml import etree
@@ -24,11 +30,23 @@ DEFAULT_MAX_PDF_PAGES = 500
 _PDF_ERRORS = (PyPdfError, ValueError, TypeError, KeyError, IndexError, OSError, RecursionError)
 
 
-def render_json(text: str) -> tuple[str, list[str]]:
-    """Pretty-printed JSON; text that is not JSON (or nests absurdly deep) passes through."""
+def render_json(text: str, max_chars: int | None = None) -> tuple[str, list[str]]:
+    """Pretty-printed JSON; text that is not JSON (or nests absurdly deep) passes through.
+
+    Indentation grows with depth (quadratic in it), so the output is written piece by piece
+    and stops past ``max_chars`` with ``render_budget_exceeded``."""
     try:
         obj = json.loads(text)
-        return json.dumps(obj, indent=2, ensure_ascii=False), []
+        if max_chars is None:
+            return json.dumps(obj, indent=2, ensure_ascii=False), []
+        parts: list[str] = []
+        left = max_chars
+        for chunk in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(obj):
+            parts.append(chunk)
+            left -= len(chunk)
+            if left < 0:
+                return "".join(parts), ["render_budget_exceeded"]
+        return "".join(parts), []
     except (ValueError, RecursionError):
         return text, ["invalid_json"]
 
@@ -132,24 +150,71 @@ def render_xml(body_utf8: bytes) -> tuple[str | None, str]:
         return None, body_utf8.decode("utf-8", errors="replace")
     if _local(root.tag) in ("rss", "feed", "rdf"):
         return _render_feed(root)
-    lines = []
-    for el in root.iter():
+    return None, "\n".join(_xml_lines(root))
+
+
+def _xml_lines(root: Any) -> list[str]:
+    """One line per element with text; an element with mixed content (a child followed by
+    more text, ``<a>Why <b>x</b> are great</a>``) is one line of all its text."""
+    lines: list[str] = []
+    stack = [root]
+    while stack:
+        el = stack.pop()
+        children = [c for c in el if isinstance(c.tag, str)]
+        if any(c.tail and c.tail.strip() for c in children):
+            line = _text_of(el)
+            if line:
+                lines.append(line)
+            continue
         if el.text and el.text.strip():
             lines.append(normalize_inline(el.text))
-    return None, "\n".join(lines)
+        stack.extend(reversed(children))
+    return lines
 
 
-def render_pdf(body: bytes, *, max_pages: int = DEFAULT_MAX_PDF_PAGES) -> tuple[str | None, str]:
-    """The text layer of a PDF, ``--- page N ---`` before each page (N from 1)."""
+class _OverBudget(Exception):
+    """Raised from pypdf's operator visitor to stop extraction (pypdf re-raises it)."""
+
+
+def render_pdf(
+    body: bytes,
+    *,
+    max_pages: int = DEFAULT_MAX_PDF_PAGES,
+    max_chars: int | None = None,
+    time_budget_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[str | None, str, bool]:
+    """The text layer of a PDF, ``--- page N ---`` before each page (N from 1), and whether
+    a budget (pages, ``max_chars`` of text, ``time_budget_s``) cut it short."""
+    deadline = None if time_budget_s is None else clock() + time_budget_s
+    left = max_chars
+    over = False
+
+    def watch(*_: Any) -> None:
+        # Called by pypdf before every content-stream operator, also inside form XObjects.
+        if deadline is not None and clock() > deadline:
+            raise _OverBudget
+
     try:
         reader = PdfReader(io.BytesIO(body), strict=False)
         parts: list[str] = []
         for n, page in enumerate(reader.pages, start=1):
             if n > max_pages:
                 parts.append(f"--- {len(reader.pages) - max_pages} more pages not rendered ---")
+                over = True
                 break
-            text = (page.extract_text() or "").strip()
+            try:
+                text = (page.extract_text(visitor_operand_before=watch) or "").strip()
+            except _OverBudget:
+                parts.append(f"--- page {n}: stopped, the PDF took too long to read ---")
+                over = True
+                break
             parts.append(f"--- page {n} ---\n{text}" if text else f"--- page {n} ---")
+            if left is not None:
+                left -= len(parts[-1])
+                if left < 0:
+                    over = True
+                    break
         title = None
         meta = reader.metadata
         if meta is not None and meta.title:
@@ -159,4 +224,4 @@ def render_pdf(body: bytes, *, max_pages: int = DEFAULT_MAX_PDF_PAGES) -> tuple[
             f"the PDF could not be read: {type(exc).__name__}",
             hint="The file is damaged or encrypted; fetch another copy or another format.",
         ) from exc
-    return title, "\n\n".join(parts)
+    return title, "\n\n".join(parts), over

@@ -12,9 +12,15 @@ Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 # Bump whenever any render's output can change, so cached renders are not reused.
-RENDER_VERSION = 1
+RENDER_VERSION = 2
 
-Warning = Literal["thin_content", "js_required_suspected", "selector_no_match", "truncated_input"]
+Warning = Literal[
+    "thin_content",
+    "js_required_suspected",
+    "selector_no_match",
+    "truncated_input",
+    "render_budget_exceeded",
+]
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,11 @@ class RenderOptions:
     the whole visible page. ``selector`` (CSS) narrows the page to the matching elements
     before anything else; ``exclude`` (CSS selectors) removes elements. ``links`` fills
     ``Rendered.links`` with the rendered links, absolute.
+
+    Limits: ``max_bytes`` bounds the rendered output (UTF-8 bytes; rendering stops past it
+    and says so with the ``render_budget_exceeded`` warning; None: unbounded) and is part of
+    the cache key. ``timeout_s`` is the wall-clock limit the render pool enforces; it is not
+    part of the cache key, since a render that finishes is the same whatever its limit.
     """
 
     format: Format = "markdown"
@@ -33,6 +44,8 @@ class RenderOptions:
     selector: str | None = None
     exclude: tuple[str, ...] = ()
     links: bool = False
+    max_bytes: int | None = None
+    timeout_s: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -48,8 +61,17 @@ class RenderOptions:
 
     def cache_key(self) -> str:
         """A stable string naming this render; changes with RENDER_VERSION."""
+        fields: list[Any] = [
+            self.format,
+            self.main_content,
+            self.selector,
+            list(self.exclude),
+            self.links,
+        ]
+        if self.max_bytes is not None:
+            fields.append(self.max_bytes)
         payload = json.dumps(
-            [self.format, self.main_content, self.selector, list(self.exclude), self.links],
+            fields,
             separators=(",", ":"),
             ensure_ascii=True,
         )

@@ -178,7 +178,7 @@ def _value_boiler_kind(value: str) -> int:
         if word in _CONTENT_WORDS:
             content = True
         elif word.startswith(_STRONG_PREFIXES):
-            kind = STRONG
+            kind = COMMENT
         elif kind == NOT_BOILER and (word in _BOILER_WORDS or word.startswith(_BOILER_PREFIXES)):
             kind = WEAK
     # "content-with-sidebar", "comment-body": a content word makes any chrome word doubtful.
@@ -190,7 +190,9 @@ def _value_is_content(value: str) -> bool:
     return any(w in _CONTENT_WORDS for w in words_of(value))
 
 
-NOT_BOILER, WEAK, STRONG = 0, 1, 2
+# COMMENT is STRONG on an article page; on a discussion page (a thread) the posts it marks
+# are the content.
+NOT_BOILER, WEAK, STRONG, COMMENT = 0, 1, 2, 3
 
 
 def boiler_kind(el: Any) -> int:
@@ -215,7 +217,7 @@ def boiler_kind(el: Any) -> int:
     cls = attrib.get("class")
     if cls:
         kind = _value_boiler_kind(cls)
-        if kind == STRONG:
+        if kind >= STRONG:
             return kind
     ident = attrib.get("id")
     if ident:

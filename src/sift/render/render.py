@@ -10,9 +10,12 @@ fact binary (NUL bytes or mostly control characters), which would otherwise come
 from __future__ import annotations
 
 import html as html_lib
+from dataclasses import replace
 
 from sift.errors import UnsupportedContentType
+from sift.fetch.charset import header_charset
 from sift.render import nonhtml
+from sift.render.cap import cap
 from sift.render.decode import decode
 from sift.render.html import compile_selector, render_html
 from sift.render.options import Rendered, RenderOptions
@@ -21,6 +24,10 @@ from sift.render.options import Rendered, RenderOptions
 SNIFF_BYTES = 4096
 # Share of control characters above which a "text" body is taken to be binary.
 BINARY_CONTROL_SHARE = 0.10
+
+# Share of the render's time limit a PDF's text extraction may use before it stops and keeps
+# what it has (the render pool kills the whole render at the limit itself).
+PDF_TIME_SHARE = 0.5
 
 # C0 controls other than tab, LF, VT, FF, CR; and DEL.
 _CONTROL_BYTES = bytes([*range(0, 9), *range(14, 32), 127])
@@ -102,9 +109,10 @@ def render(
 ) -> Rendered:
     """Render ``body`` (as fetched from ``url``) per ``options``.
 
-    ``charset`` is the one the fetcher determined (HTTP header), if any; otherwise it is
-    detected. Raises ``UnsupportedContentType`` for binaries and ``BadRequest`` for invalid
-    selectors; any other input, however malformed, yields a ``Rendered``.
+    ``charset`` is the one the fetcher determined (HTTP header), if any; else the
+    ``charset=`` parameter of ``content_type``; otherwise it is detected. Raises
+    ``UnsupportedContentType`` for binaries and ``BadRequest`` for invalid selectors; any
+    other input, however malformed, yields a ``Rendered``.
     """
     for sel in (*options.exclude, *([options.selector] if options.selector else [])):
         compile_selector(sel)
@@ -116,8 +124,12 @@ def render(
                 "a PDF has no raw text form",
                 hint="Ask for format=text or markdown to get the PDF's text.",
             )
-        title, content = nonhtml.render_pdf(body)
-        return _wrap(title, content, options, [], "pypdf")
+        title, content, over = nonhtml.render_pdf(
+            body,
+            max_chars=options.max_bytes,
+            time_budget_s=None if options.timeout_s is None else options.timeout_s * PDF_TIME_SHARE,
+        )
+        return _wrap(title, content, options, ["render_budget_exceeded"] if over else [], "pypdf")
     if kind != "text" and looks_binary(body):
         raise UnsupportedContentType(
             f"the body is labelled {mtype} but is binary",
@@ -125,13 +137,13 @@ def render(
         )
     if kind == "text" and looks_binary(body):
         raise UnsupportedContentType(f"the body is labelled {mtype or 'text'} but is binary")
-    text, _codec = decode(body, charset)
+    text, _codec = decode(body, charset or header_charset(content_type))
     if options.format == "raw":
-        return Rendered(title=None, lang=None, content=text, extractor="raw")
+        return _wrap(None, text, replace(options, format="text"), [], "raw")
     if kind == "html":
         return render_html(text.encode("utf-8", errors="replace"), url=url, options=options)
     if kind == "json":
-        content, warnings = nonhtml.render_json(text)
+        content, warnings = nonhtml.render_json(text, options.max_bytes)
         return _wrap(None, content, options, warnings, "json")
     if kind == "xml":
         title, content = nonhtml.render_xml(text.encode("utf-8", errors="replace"))
@@ -142,6 +154,13 @@ def render(
 def _wrap(
     title: str | None, content: str, options: RenderOptions, warnings: list[str], name: str
 ) -> Rendered:
+    """Wrap a non-HTML render (``<pre>`` for format html) and hold it to the output budget."""
     if options.format == "html":
         content = f"<pre>{html_lib.escape(content)}</pre>" if content else ""
+    if options.max_bytes is not None and len(content) > options.max_bytes // 4:
+        piece = cap(content, 0, options.max_bytes)
+        if piece.truncated:
+            content = piece.content
+            if "render_budget_exceeded" not in warnings:
+                warnings = [*warnings, "render_budget_exceeded"]
     return Rendered(title=title, lang=None, content=content, warnings=warnings, extractor=name)

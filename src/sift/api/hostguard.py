@@ -1,0 +1,122 @@
+"""DNS-rebinding and cross-site protection, as ASGI middleware in front of every route.
+
+With no keys configured (anonymous mode) anyone who can reach sift may use it, and a web
+page can reach a loopback sift too: through the browser, either with a name the attacker
+re-points at 127.0.0.1 (DNS rebinding: the browser then sends ``Host: evil.example``) or by
+posting cross-site (the browser sends ``Origin: https://evil.example``). Browsers always
+send both headers, programs set them honestly, so in anonymous mode sift serves only:
+
+- ``Host`` values naming a loopback address — ``localhost``, any 127.0.0.0/8 or ``::1``
+  literal, with any port — the listen host itself (unless a wildcard), or one in
+  ``listener.allowed_hosts``;
+- requests without ``Origin``, or whose ``Origin`` is a loopback one (``http://localhost:3000``)
+  or listed in ``listener.allowed_origins`` (``null`` is foreign).
+
+With keys configured a browser cannot borrow the caller's credentials (bearer keys are
+never ambient, unlike cookies), so only ``/mcp`` checks ``Origin``, because the MCP
+streamable-HTTP transport requires every server to (403 when present and invalid).
+
+Refusals are ``403 host_not_allowed`` / ``403 origin_not_allowed`` in the usual envelope.
+The same instance wraps FastAPI's stack and the fast lane, so no route is left out.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Iterable
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sift.api.errors import error_response
+from sift.config import Settings
+from sift.errors import HostNotAllowed, OriginNotAllowed, SiftError
+
+MCP_PATH = "/mcp"
+
+
+def split_host(value: str) -> str:
+    """The host part of a ``Host`` header or an origin's netloc, lower-cased, no port or
+    brackets: ``"[::1]:8080"`` → ``"::1"``, ``"LocalHost:80"`` → ``"localhost"``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    if value.count(":") > 1:  # a bare IPv6 literal (not valid in Host, judged as written)
+        return value
+    return value.partition(":")[0]
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP literal (as ``split_host`` returns it)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin_key(origin: str) -> str:
+    """``scheme://host[:port]`` normalised for comparison (lower case, no trailing slash)."""
+    return origin.strip().lower().rstrip("/")
+
+
+class HostGuard:
+    """Refuse foreign ``Host`` (anonymous mode) and ``Origin`` (anonymous mode, ``/mcp``)."""
+
+    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+        listener = settings.listener
+        hosts = {split_host(h) for h in listener.allowed_hosts}
+        listen_host = split_host(settings.listen_host_port[0])
+        # A wildcard bind is no name: a page addressing 0.0.0.0 directly is not let in by it.
+        if listen_host not in ("0.0.0.0", "::"):
+            hosts.add(listen_host)
+        self._hosts = frozenset(hosts)
+        self._origins = frozenset(_origin_key(o) for o in listener.allowed_origins)
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function handing back the inner app's awaitable: on the fast lane, with
+        # keys configured, the guard costs two comparisons and no coroutine of its own.
+        if scope["type"] == "http":
+            anonymous = not self.settings.callers
+            if anonymous or scope["path"] == MCP_PATH:
+                refusal = self.check(scope["headers"], anonymous=anonymous)
+                if refusal is not None:
+                    return error_response(refusal)(scope, receive, send)
+        return self.app(scope, receive, send)
+
+    def check(self, headers: Iterable[tuple[bytes, bytes]], *, anonymous: bool) -> SiftError | None:
+        """The refusal for a request with these headers, or ``None`` to serve it."""
+        host: str | None = None
+        origin: str | None = None
+        for name, value in headers:
+            if name == b"host":
+                host = value.decode("latin-1")
+            elif name == b"origin":
+                origin = value.decode("latin-1")
+        if anonymous and not self.host_allowed(host):
+            return HostNotAllowed(
+                f"Host {host!r} is not a loopback name"
+                if host is not None
+                else "the request has no Host header"
+            )
+        if origin is not None and not self.origin_allowed(origin):
+            return OriginNotAllowed(f"requests from origin {origin!r} are refused")
+        return None
+
+    def host_allowed(self, host: str | None) -> bool:
+        if host is None:
+            return False
+        name = split_host(host)
+        return is_loopback_host(name) or name in self._hosts
+
+    def origin_allowed(self, origin: str) -> bool:
+        key = _origin_key(origin)
+        if key in self._origins:
+            return True
+        parts = urlsplit(key)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return False  # "null", file://, extension schemes: never loopback pages
+        return is_loopback_host(split_host(parts.netloc))

@@ -1,0 +1,346 @@
+"""The render pool: worker processes that render with a hard time and memory limit.
+
+Rendering runs caller-chosen work (CSS selectors) over upstream-chosen bytes inside C code
+(libxml2, pypdf's parsers), where no Python-level timeout can interrupt it. So every render
+runs in a worker *process* the pool owns, and the limits are enforced from outside:
+
+- **Time.** The pool waits at most ``timeout_s`` for the answer, then kills the worker
+  (SIGKILL: works inside C code) and starts a new one; the caller gets ``RenderTimeout``.
+- **Memory.** Each worker caps its own address space (``RLIMIT_AS``) before it imports the
+  renderer. A render that needs more gets ``MemoryError`` in the worker, which answers
+  ``RenderFailed`` and exits (its heap may be fragmented); the pool starts a new one.
+- **Death.** A worker that dies mid-render (OOM killer, a crash in C code) is replaced and
+  the render retried once on the new worker; a second death is ``RenderFailed``.
+- **Health.** A worker proves at start-up that it can render (it imports the renderer under
+  its memory limit and renders a tiny page). While workers cannot start, ``broken`` names
+  why and renders fail fast with ``RenderUnavailable`` (503); ``/healthz`` reports it.
+
+Why not ``concurrent.futures.ProcessPoolExecutor``: it cannot kill one task's worker (no
+per-task timeout), and one dead worker breaks the whole pool (``BrokenProcessPool``) for
+every queued task. This pool is one pipe per worker and one thread per worker slot that does
+the blocking pipe I/O (pickling a body and unpickling a render stay off the event loop).
+Workers are started with ``spawn``: forking a process that already runs threads is unsafe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any, TypeVar
+
+from sift.errors import RenderFailed, RenderTimeout, RenderUnavailable, SiftError
+
+T = TypeVar("T")
+log = logging.getLogger("sift.render")
+
+# How long a new worker may take to import the renderer and answer "ready".
+START_TIMEOUT_S = 60.0
+# After a worker failed to start, renders fail fast for this long before the next attempt,
+# so a pool that cannot start workers does not spawn one per request.
+BROKEN_RETRY_S = 2.0
+
+
+def _limit_memory(max_bytes: int | None) -> None:
+    """Cap this process's address space (soft limit; None lifts it again, so a worker out
+    of memory can still report why before it exits)."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if max_bytes is None:
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+    elif max_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, hard))
+
+
+def _selftest() -> None:
+    """Import the renderer and render one tiny page: what every real render needs."""
+    from sift.render import RenderOptions, render
+
+    render(
+        b"<html><body><p>ok</p></body></html>",
+        content_type="text/html",
+        url="http://localhost/",
+        options=RenderOptions(selector="p"),
+    )
+
+
+def _worker_main(conn: Connection, memory_bytes: int) -> None:
+    """A worker's life: limit memory, prove it can render, then answer jobs until EOF."""
+    try:
+        _limit_memory(memory_bytes)
+        _selftest()
+    except BaseException as exc:  # noqa: BLE001 - any failure here means "cannot render"
+        _limit_memory(None)
+        conn.send(("broken", f"{type(exc).__name__}: {exc}"[:300]))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return  # the pool closed the pipe: exit quietly
+        if job is None:
+            return
+        fn, args = job
+        try:
+            conn.send(("ok", fn(*args)))
+        except MemoryError:
+            _limit_memory(None)
+            conn.send(("nomem", None))
+            return  # a fresh worker replaces this one
+        except SiftError as exc:
+            conn.send(("err", exc))
+        except Exception as exc:  # noqa: BLE001 - a bug in sift; keep the worker
+            conn.send(("bug", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
+
+    def __init__(self, ctx: Any, memory_bytes: int, number: int) -> None:
+        parent, child = ctx.Pipe(duplex=True)
+        self.proc: BaseProcess = ctx.Process(
+            target=_worker_main,
+            args=(child, memory_bytes),
+            name=f"sift-render-{number}",
+            daemon=True,
+        )
+        self.proc.start()
+        child.close()
+        self.conn: Connection = parent
+        self.ready = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL, reap and close the pipe; idempotent. Only the thread using the worker
+        (or ``close`` once no thread runs) calls it: the pipe is closed here."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+class _Died(Exception):
+    pass
+
+
+class _Broken(Exception):
+    pass
+
+
+class RenderPool:
+    """``workers`` render processes, each limited to ``memory_bytes`` of address space
+    (0: no limit). ``await run(fn, *args, timeout_s=…)`` calls ``fn(*args)`` in a worker
+    (``fn`` must be a picklable module-level function) and returns its result, or raises:
+    the ``SiftError`` it raised, ``RenderTimeout``, ``RenderFailed`` or ``RenderUnavailable``.
+
+    Start with ``start()`` (or lazily on the first ``run``); ``close()`` stops every worker.
+    """
+
+    def __init__(self, workers: int, *, memory_bytes: int = 0) -> None:
+        if workers < 1:
+            raise ValueError("a render pool needs at least one worker")
+        self.workers = workers
+        self.memory_bytes = memory_bytes
+        self._ctx = multiprocessing.get_context("spawn")
+        # Idle workers; None is the shutdown sentinel for threads waiting for one.
+        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
+        self._all: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._threads: ThreadPoolExecutor | None = None
+        self._started = 0
+        self._closed = False
+        self._busy = 0  # renders handed to the threads and not yet answered
+        self._probe: asyncio.Future[str | None] | None = None  # the health check's render
+        self.broken: str | None = None  # why workers cannot start, while they cannot
+        self._broken_at = 0.0
+        self.replaced = 0  # workers killed or lost and started again (for tests and logs)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker processes (they import the renderer in the background)."""
+        with self._lock:
+            if self._threads is not None or self._closed:
+                return
+            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sift-render")
+            for _ in range(self.workers):
+                self._idle.put(self._spawn())
+
+    def close(self) -> None:
+        """Stop every worker; renders still running are killed. Idempotent."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = list(self._all), set()
+            threads, self._threads = self._threads, None
+        for _ in range(self.workers):
+            self._idle.put(None)  # wakes every thread waiting for a worker
+        # 1. Kill the processes only: a thread still waiting on a worker's pipe sees EOF and
+        #    closes that pipe itself (closing it from here would race with its poll).
+        for w in workers:
+            if w.proc.is_alive():
+                w.proc.kill()
+        # 2. Wait for the threads; queued renders meet the sentinel and fail fast.
+        if threads is not None:
+            threads.shutdown(wait=True)
+        # 3. No thread runs now: reap every worker and close the pipes left open.
+        for w in workers:
+            w.kill()
+
+    def pids(self) -> list[int]:
+        """The live workers' process ids."""
+        with self._lock:
+            return [w.pid for w in self._all if w.pid is not None and w.proc.is_alive()]
+
+    def _spawn(self) -> _Worker:
+        self._started += 1
+        worker = _Worker(self._ctx, self.memory_bytes, self._started)
+        self._all.add(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        """Kill ``worker`` and put a new one in its place (unless the pool is closing)."""
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+            if self._closed:
+                return
+            self.replaced += 1
+            fresh = self._spawn()
+        self._idle.put(fresh)
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
+        """``fn(*args)`` in a worker, killed after ``timeout_s`` of wall-clock time."""
+        if self._threads is None:
+            self.start()
+        threads = self._threads
+        if threads is None:
+            raise RenderUnavailable("the render pool is shut down")
+        loop = asyncio.get_running_loop()
+        self._busy += 1
+        try:
+            result: T = await loop.run_in_executor(threads, self._call, fn, args, timeout_s)
+        finally:
+            self._busy -= 1
+        return result
+
+    async def check(self, wait_s: float = 2.0) -> str | None:
+        """Why rendering cannot work now, or None. Proves it with a tiny render when a
+        worker is free (a busy pool is not a broken one), waiting at most ``wait_s`` for
+        it: a worker still starting answers later, and until then the last known state
+        stands."""
+        if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
+            return self.broken
+        if self._busy >= self.workers:
+            return self.broken  # every worker is rendering: busy, and not known broken
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(self._probe_once())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._probe), wait_s)
+        except TimeoutError:
+            return self.broken
+
+    async def _probe_once(self) -> str | None:
+        try:
+            await self.run(_selftest, timeout_s=START_TIMEOUT_S)
+        except RenderUnavailable as exc:
+            return self.broken or exc.message
+        except SiftError:
+            return None  # a slow or failed render: that worker was replaced, not broken
+        return None
+
+    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> Any:
+        """Blocking: run one job on an idle worker (in a pool thread)."""
+        deaths = 0
+        while True:
+            if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
+                raise RenderUnavailable(f"render workers cannot start: {self.broken}")
+            worker = self._idle.get()
+            if worker is None:
+                self._idle.put(None)  # for the next waiting thread
+                raise RenderUnavailable("the render pool is shut down")
+            try:
+                result = self._call_on(worker, fn, args, timeout_s)
+            except _Died as exc:
+                log.warning("a render worker died (%s); replaced", exc)
+                self._replace(worker)
+                deaths += 1
+                if deaths > 1:
+                    raise RenderFailed(
+                        f"the render worker died twice rendering this page ({exc})"
+                    ) from None
+                continue  # once more, on the new worker
+            except _Broken as exc:
+                if self.broken is None:
+                    log.error("render workers cannot start: %s", exc)
+                self.broken, self._broken_at = str(exc), time.monotonic()
+                self._replace(worker)
+                raise RenderUnavailable(f"render workers cannot start: {exc}") from None
+            except RenderTimeout:
+                log.warning("a render hit its %g s limit; its worker was killed", timeout_s)
+                self._replace(worker)
+                raise
+            except RenderFailed:
+                self._replace(worker)  # out of memory: the worker has exited
+                raise
+            except BaseException:
+                self._idle.put(worker)
+                raise
+            self._idle.put(worker)
+            return result
+
+    def _call_on(
+        self, worker: _Worker, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float
+    ) -> Any:
+        conn = worker.conn
+        if not worker.ready:
+            if not conn.poll(START_TIMEOUT_S):
+                raise _Broken(f"a worker did not start within {START_TIMEOUT_S:.0f} s")
+            try:
+                kind, detail = conn.recv()
+            except (EOFError, OSError):
+                worker.proc.join(1)
+                raise _Broken(f"a worker exited at start (code {worker.proc.exitcode})") from None
+            if kind != "ready":
+                raise _Broken(str(detail))
+            worker.ready = True
+            self.broken = None
+        try:
+            conn.send((fn, args))
+        except (EOFError, OSError) as exc:
+            raise _Died(f"lost before the job: {exc}") from None
+        try:
+            answered = conn.poll(timeout_s)
+            if answered:
+                kind, value = conn.recv()
+        except (EOFError, OSError):
+            worker.proc.join(1)
+            raise _Died(f"exit code {worker.proc.exitcode}") from None
+        if not answered:
+            raise RenderTimeout(
+                f"rendering this page took longer than {timeout_s:g} s and was stopped"
+            )
+        if kind == "ok":
+            return value
+        if kind == "err":
+            raise value
+        if kind == "nomem":
+            raise RenderFailed(
+                f"rendering this page needed more than the render workers' memory limit "
+                f"({self.memory_bytes >> 20} MiB)"
+            )
+        raise SiftError(f"the renderer failed: {value}")

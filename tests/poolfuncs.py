@@ -1,0 +1,39 @@
+"""Jobs for render-pool tests. A module of its own: pool workers import it by name."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sift.errors import UnsupportedContentType
+
+
+def echo(value: str) -> tuple[str, int]:
+    return value, os.getpid()
+
+
+def refuse(message: str) -> None:
+    raise UnsupportedContentType(message, hint="a hint from the worker")
+
+
+def backtrack(n: int) -> bool:
+    """Catastrophic regex backtracking: minutes inside C code that never checks signals."""
+    return re.match(r"(a+)+$", "a" * n + "b") is not None
+
+
+def die_once(marker: str) -> int:
+    """Kill this worker the first time (the marker file records it), answer the second."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text("died")
+        os._exit(9)
+    return os.getpid()
+
+
+def die() -> None:
+    os._exit(9)
+
+
+def allocate(nbytes: int) -> int:
+    return len(bytearray(nbytes))
