@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
+from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
 from sift.render.selector import LIMITS_TEXT, check_selectors
 from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
 
@@ -29,8 +30,6 @@ MAX_URL_BYTES = 8 << 10
 # What every URL must start with (after leading whitespace), as the schemas state it; the
 # full rules are ``sift.fetch.url``'s.
 URL_PATTERN = r"^\s*[Hh][Tt][Tt][Pp][Ss]?://"
-# The smallest slice: one UTF-8 character of 4 bytes (``render.cap`` refuses less).
-MIN_MAX_BYTES = 4
 MAX_EXCLUDES = 32
 # JSON integers beyond this never reach SQLite (whose INTEGER is 64-bit signed).
 MAX_INT = (1 << 53) - 1

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sift.errors import BadRequest, OffsetOutOfRange
-from sift.options import MIN_MAX_BYTES
+
+# The smallest slice: one UTF-8 character of 4 bytes. Defined here, in the lower layer;
+# ``sift.options`` checks requests against it up front.
+MIN_MAX_BYTES = 4
 
 # Where in the window a clean boundary is looked for: its last tenth.
 BOUNDARY_WINDOW_FRACTION = 0.10
