@@ -8,6 +8,7 @@ a claim with a negative lease is expired the moment it is made.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from sift.dcache import CLASS_FLEET, DB, AsyncDB, BatchJob
 from sift.errors import QuotaExceeded
 from sift.principal import Principal
 from sift.service import Service
+from sift.workers import RenderPool
 from upstream import Upstream
 
 
@@ -248,24 +250,31 @@ async def test_two_cluster_runners_share_one_job_each_target_once(
     async with Upstream() as up:
         for i in range(12):
             up.page(f"/p{i}", "<html><body><p>page</p></body></html>")
-        nodes = []
-        try:
+        async with contextlib.AsyncExitStack() as stack:
+            pool = RenderPool(1)
+            stack.callback(pool.close)
+            nodes = []
             for n in range(2):
+                # Each part is registered for closing as soon as it exists, so a failure
+                # half-way leaves nothing running behind.
                 adb = AsyncDB(DB.open(tmp_path / f"node{n}.db"))
+                stack.push_async_callback(adb.close)
                 fetcher = fetcher_for(settings)
                 await fetcher.start()
+                stack.push_async_callback(fetcher.close)
                 store = await PgBatchStore.open(settings.store, migrate=False)
-                clock = FakeClock()
-                service = Service(settings, adb, fetcher, render_executor=None, clock=clock)
+                stack.push_async_callback(store.close)
+                service = Service(settings, adb, fetcher, render_pool=pool, clock=FakeClock())
                 runner = ClusterRunner(settings, store, service)
-                nodes.append((adb, fetcher, store, runner, BatchJobs(settings, store, runner)))
+                stack.push_async_callback(runner.stop, 0)
+                nodes.append((store, runner, BatchJobs(settings, store, runner)))
             owner = Principal("indexer", "fleet")
-            view, created = await nodes[0][4].submit(
+            view, created = await nodes[0][2].submit(
                 owner, "k", {"targets": [up.url(f"/p{i}") for i in range(12)]}, 1000
             )
             assert created
-            await asyncio.gather(*(node[3].run_until_idle() for node in nodes))
-            status = await nodes[1][4].status(owner, view["id"], 1001)
+            await asyncio.gather(*(runner.run_until_idle() for _, runner, _ in nodes))
+            status = await nodes[1][2].status(owner, view["id"], 1001)
             assert (status["status"], status["targets_done"], status["counts"]["done"]) == (
                 "done",
                 12,
@@ -273,13 +282,7 @@ async def test_two_cluster_runners_share_one_job_each_target_once(
             )
             pages = {p: n for p, n in up.hits.items() if p.startswith("/p")}
             assert pages == {f"/p{i}": 1 for i in range(12)}  # every target fetched once
-            assert await inflight_matches_running(nodes[0][2]) == {f"127.0.0.1:{up.port}": (0, 0)}
-        finally:
-            for adb, fetcher, store, runner, _ in nodes:
-                await runner.stop(0)
-                await fetcher.close()
-                await store.close()
-                await adb.close()
+            assert await inflight_matches_running(nodes[0][0]) == {f"127.0.0.1:{up.port}": (0, 0)}
 
 
 async def test_stopping_a_runner_releases_its_claims_without_a_loss(
@@ -302,8 +305,9 @@ async def test_stopping_a_runner_releases_its_claims_without_a_loss(
         fetcher = fetcher_for(settings)
         await fetcher.start()
         store = await PgBatchStore.open(settings.store, migrate=False)
+        pool = RenderPool(1)
         try:
-            service = Service(settings, adb, fetcher, render_executor=None)
+            service = Service(settings, adb, fetcher, render_pool=pool)
             runner = ClusterRunner(settings, store, service)
             jobs = BatchJobs(settings, store, runner)
             owner = Principal("indexer", "fleet")
@@ -333,3 +337,4 @@ async def test_stopping_a_runner_releases_its_claims_without_a_loss(
             await fetcher.close()
             await store.close()
             await adb.close()
+            pool.close()
