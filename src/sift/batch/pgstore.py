@@ -273,7 +273,8 @@ class PgBatchStore:
         # which sorts every row alike.
         await cur.execute(
             f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {_LIVE} AND nbytes > 0 "
-            "ORDER BY (caller IS DISTINCT FROM %s) AND %s IS NOT NULL, lease, created_at, seq",
+            "ORDER BY (caller IS DISTINCT FROM %s::text) AND %s::text IS NOT NULL, "
+            "lease, created_at, seq",
             (caller, caller),
         )
         victims: list[str] = []
