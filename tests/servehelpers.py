@@ -58,9 +58,10 @@ def sift_serve(
     data_dir: Path | None = None,
     listen_host: str = "127.0.0.1",
     healthy: bool = True,
+    start_timeout_s: float = 30,
 ) -> Iterator[Served]:
-    """Start `sift serve`, wait for /healthz (any answer when ``healthy`` is False), stop it
-    with SIGTERM on exit.
+    """Start `sift serve`, wait for /healthz (``start_timeout_s``; any answer when ``healthy``
+    is False), stop it with SIGTERM on exit.
 
     ``listen_host`` may be a name that resolves to 127.0.0.1 (``localhost``); the returned
     ``base_url`` always uses 127.0.0.1."""
@@ -85,7 +86,7 @@ def sift_serve(
         text=True,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + start_timeout_s
     while True:
         try:
             answer = httpx.get(f"{base}/healthz", timeout=5)

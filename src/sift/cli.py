@@ -96,6 +96,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise
     bound_port = sock.getsockname()[1]  # the real one, also for port 0
     lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
+    if settings.store.url:
+        from sift.batch.pgschema import prepare
+
+        prepare(settings.store.url)  # a wrong or unreachable URL: exit 2 now, not at a request
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     keys = KeyRing(
         settings.callers,
@@ -381,6 +385,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
             db.close()
     finally:
         lock.release()
+    if settings.store.url:  # batch jobs live in the shared store: report the cluster's
+        from sift.batch.ops import cluster_stats
+
+        st["cluster"] = cluster_stats(settings)
+        st["batch_jobs"] = st["cluster"]["batch_jobs"]
+        st["batch_bytes"] = st["cluster"]["batch_bytes"]
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -401,6 +411,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"batch     {st['batch_jobs']} jobs, {_human(st['batch_bytes'])} of "
         f"{_human(st['batch_max_bytes'])}"
     )
+    if "cluster" in st:
+        c = st["cluster"]
+        print(
+            f"cluster   {c['live_jobs']} live jobs, {c['pending_targets']} pending and "
+            f"{c['running_targets']} running targets, {c['nodes_leasing']} nodes holding leases"
+        )
     print(f"browser   {st['browser_pages']} pages loaded (see docs/browser.md)")
     return 0
 

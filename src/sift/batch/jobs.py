@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sift.batch.runner import BatchRunner
-from sift.batch.submit import parse_submission, store_submission
+
+if TYPE_CHECKING:
+    from sift.batch.cluster import ClusterRunner
+from sift.batch.store import BatchStore
+from sift.batch.submit import parse_submission
 from sift.batch.views import CANCELLED_REASON, TERMINAL_TARGET, item_json, job_view
 from sift.config import Settings
-from sift.dcache import DB, AsyncDB, BatchJob
+from sift.dcache import DB, BatchJob
 from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
 
@@ -71,9 +75,11 @@ def _touch_owned(db: DB, job_id: str, caller: str, now: int) -> BatchJob:
 class BatchJobs:
     """The batch operations over one database and one runner."""
 
-    def __init__(self, settings: Settings, adb: AsyncDB, runner: BatchRunner) -> None:
+    def __init__(
+        self, settings: Settings, store: BatchStore, runner: BatchRunner | ClusterRunner
+    ) -> None:
         self.settings = settings
-        self._adb = adb
+        self.store = store
         self.runner = runner
 
     async def submit(
@@ -99,8 +105,7 @@ class BatchJobs:
             lease=now,
             nbytes=0,
         )
-        job_id, created = await self._adb.run(
-            store_submission,
+        job_id, created = await self.store.submit_job(
             job,
             targets,
             ttl_s=self.settings.batch.ttl_s,
@@ -115,17 +120,17 @@ class BatchJobs:
         """``{id, status, error, targets_total, targets_done, counts, created_at, lease,
         expires_at}``."""
         running = len(self.runner.running(job_id))
-        return await self._adb.run(
-            _status, job_id, principal.name, now, self.settings.batch.ttl_s, running
+        return await self.store.status_view(
+            job_id, principal.name, now, self.settings.batch.ttl_s, running
         )
 
     async def cancel(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """Cancel a queued or running job (pending targets never run, running ones are
         abandoned); a finished or cancelled job is left as it is. Returns its status view."""
-        await self._adb.run(_owned, job_id, principal.name)
+        await self.store.owned_job(job_id, principal.name)
         # The runner lets go first, so nothing it writes can land after the cancellation.
         self.runner.abandon(job_id)
-        return await self._adb.run(_cancel, job_id, principal.name, now, self.settings.batch.ttl_s)
+        return await self.store.cancel_job(job_id, principal.name, now, self.settings.batch.ttl_s)
 
     async def results_page(
         self, principal: Principal, job_id: str, offset: int, limit: int, now: int, max_bytes: int
@@ -135,7 +140,7 @@ class BatchJobs:
         ``max_bytes`` of JSON (a caller follows ``next_offset``)."""
         if offset < 0 or not 1 <= limit <= MAX_PAGE_LIMIT:
             raise BadRequest(f"offset must be >= 0 and limit between 1 and {MAX_PAGE_LIMIT}")
-        job = await self._adb.run(_owned, job_id, principal.name)
+        job = await self.store.owned_job(job_id, principal.name)
         running = self.runner.running(job_id)
         items: list[bytes] = []
         size = 0
@@ -143,7 +148,7 @@ class BatchJobs:
         full = False
         while len(items) < limit and not full:
             want = min(_READ_CHUNK, limit - len(items))
-            rows = await self._adb.run(DB.batch_targets_page, job_id, pos, want)
+            rows = await self.store.batch_targets_page(job_id, pos, want)
             if rows is None:
                 raise _not_found(job_id)
             for t in rows:
@@ -156,13 +161,13 @@ class BatchJobs:
                 pos = t.idx + 1
             if len(rows) < want:
                 break
-        await self._adb.run(_touch_owned, job_id, principal.name, now)
+        await self.store.touch_owned(job_id, principal.name, now)
         next_offset = b"%d" % pos if pos < job.targets_total else b"null"
         return b'{"items":[' + b",".join(items) + b'],"next_offset":' + next_offset + b"}"
 
     async def check_owner(self, principal: Principal, job_id: str, now: int) -> None:
         """``NotFound`` unless ``principal`` owns ``job_id``; touches the job."""
-        await self._adb.run(_touch_owned, job_id, principal.name, now)
+        await self.store.touch_owned(job_id, principal.name, now)
 
     async def results_ndjson(
         self, principal: Principal, job_id: str, now: int
@@ -171,7 +176,7 @@ class BatchJobs:
         ``check_owner`` first: this generator stops quietly if the job disappears."""
         pos = 0
         while True:
-            rows = await self._adb.run(DB.batch_targets_page, job_id, pos, _READ_CHUNK)
+            rows = await self.store.batch_targets_page(job_id, pos, _READ_CHUNK)
             if not rows:
                 break
             for t in rows:
@@ -179,6 +184,6 @@ class BatchJobs:
                     yield item_json(t) + b"\n"
             pos = rows[-1].idx + 1
         try:
-            await self._adb.run(_touch_owned, job_id, principal.name, now)
+            await self.store.touch_owned(job_id, principal.name, now)
         except NotFound:
             return
