@@ -189,7 +189,10 @@ async def test_kill_9_one_node_mid_job(tmp_path: Path, pg_url: str) -> None:
         assert len(fetched) == 24
         assert {p for p, n in fetched.items() if n == 2} == sent
         assert set(fetched.values()) <= {1, 2}
-        assert [log.peak for log in logs] == [2, 2, 2]  # per_host, cluster-wide
+        # Never above per_host, cluster-wide. Reaching it is not promised here: the killed
+        # node's gate slots stay held until its lease expires, so a host may run at 1 meanwhile
+        # (the held test below pins a host at exactly per_host).
+        assert all(1 <= log.peak <= 2 for log in logs), [log.peak for log in logs]
     finally:
         for up in ups:
             await up.stop()
@@ -262,12 +265,13 @@ async def test_one_key_on_three_nodes_one_job_and_cancel_reaches_the_fetching_no
             assert query(pg_url, "SELECT count(*) FROM batch_job") == [(1,)]
 
             # Two targets hang at the host (per_host = 2); cancel on whichever node holds none.
-            await until(lambda: query(pg_url, RUNNING_COUNT) == [(2,)])
+            await until(lambda: query(pg_url, RUNNING_COUNT) == [(2,)] and log.now == 2)
             owners = {str(r[0]) for r in query(pg_url, OWNERS)}
             idle = next(n for i, n in enumerate(served) if f"node{i}" not in owners)
             async with client(idle) as c:
                 view = (await c.delete(f"/v1/batch/{job_id}")).json()
             assert (view["status"], view["counts"]["cancelled"]) == ("cancelled", 6)
+            assert log.peak == 2  # six free slots on three nodes, per_host = 2 cluster-wide
             lost = "sift_batch_leases_lost_total"
             await until(lambda: sum(metric(n, lost) for n in served) >= 2)
             assert sum(metric(n, lost) for n in served) == 2
