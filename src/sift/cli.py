@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import logging
 import os
@@ -49,20 +48,12 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, overrides=overrides)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from sift.api.app import create_app
     from sift.api.auth import KeyRing
+    from sift.api.hostguard import is_loopback_host
     from sift.api.listener import (
         ListenerLimits,
         effective_max_connections,
@@ -73,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     host, port = settings.listen_host_port
-    anonymous_allowed = _is_loopback(host) or settings.allow_anonymous_public
+    anonymous_allowed = is_loopback_host(host) or settings.allow_anonymous_public
     if not settings.callers and not anonymous_allowed:
         raise ConfigError(
             f"listen: {settings.listen}: no callers are configured, so every request would be "
