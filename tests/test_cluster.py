@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ import pytest
 from aiohttp import web
 
 from pgserver import start_server
-from servehelpers import SIFT, Served, sift_serve, write_config
+from servehelpers import SIFT, Served, ServeSpec, sift_serves, write_config
 from upstream import Upstream
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -73,21 +73,13 @@ def nodes(
     """``n`` nodes sharing ``url``; node i is labelled ``node{i}`` in claims."""
     cfg, fleet, restricted = write_config(tmp_path, f"[batch]\nshutdown_grace_s = 0.5\n{batch}")
     base = cfg.read_text()
-    with ExitStack() as stack:
-        served = []
-        for i in range(n):
-            node_cfg = tmp_path / f"node{i}.toml"
-            node_cfg.write_text(f'{base}\n[store]\nurl = "{url}"\nnode_id = "node{i}"\n{store}')
-            served.append(
-                stack.enter_context(
-                    sift_serve(
-                        tmp_path,
-                        config=(node_cfg, fleet, restricted),
-                        data_dir=tmp_path / f"data{i}",
-                        start_timeout_s=90,  # several nodes start on a busy 2-core machine
-                    )
-                )
-            )
+    specs = []
+    for i in range(n):
+        node_cfg = tmp_path / f"node{i}.toml"
+        node_cfg.write_text(f'{base}\n[store]\nurl = "{url}"\nnode_id = "node{i}"\n{store}')
+        specs.append(ServeSpec((node_cfg, fleet, restricted), tmp_path / f"data{i}"))
+    # Several nodes start on a busy 2-core machine: a generous deadline for all of them.
+    with sift_serves(specs, start_timeout_s=90) as served:
         yield served
 
 
