@@ -48,6 +48,13 @@ HTML_TYPES: Final = frozenset({"text/html", "application/xhtml+xml"})
 OFF_SCOPE_WARNING: Final = "redirected_off_scope"
 # Crawl jobs whose parameters are kept in memory (the cluster runner looks them up by id).
 MAX_REMEMBERED_JOBS: Final = 1024
+# URLs known to be in a crawl's seen-set, over all crawls: a page's links to pages already
+# enqueued (its site's navigation, mostly) then cost no store round trip. Only a shortcut:
+# the seen-set in the store decides; this memory is bounded whatever the crawls' sizes.
+MAX_REMEMBERED_SEEN: Final = 50_000
+# Pages up to this size are parsed on the event loop (a thread hand-off costs more than the
+# parse); larger ones in a thread, so the loop never stalls on a big page.
+INLINE_PARSE_BYTES: Final = 32 << 10
 
 
 def is_html(content_type: str) -> bool:
@@ -67,6 +74,7 @@ class Crawler:
         self._specs: OrderedDict[str, CrawlSpec | None] = OrderedDict()
         self._frontiers: OrderedDict[tuple[str, str], Frontier] = OrderedDict()
         self._full: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def spec_of(self, job_id: str) -> CrawlSpec | None:
         """The crawl parameters of ``job_id`` (None for a batch job or a job gone)."""
@@ -140,9 +148,9 @@ class Crawler:
         admitted: dict[str, Any] = {}
         for u in found:
             t = frontier.admit(u)
-            if t is not None and t.url not in admitted:
+            if t is not None and t.url not in admitted and (job_id, t.url) not in self._seen:
                 admitted[t.url] = t
-        seen = [final.url] if final.url != url else []
+        seen = [final.url] if final.url != url and (job_id, final.url) not in self._seen else []
         if not admitted and not seen:
             return 0
         urls = await frontier.permitted(
@@ -163,6 +171,11 @@ class Crawler:
         )
         if total >= spec.max_pages:
             self._remember(self._full, job_id, None)
+        else:  # every URL sent is in the seen-set now (only a full job stops short)
+            for u in (*urls, *seen):
+                self._seen[(job_id, u)] = None
+            while len(self._seen) > MAX_REMEMBERED_SEEN:
+                self._seen.popitem(last=False)
         return added
 
     async def page_links(self, envelope: dict[str, Any], page_url: str) -> list[str]:
@@ -174,6 +187,8 @@ class Crawler:
         if body is None:
             log.warning("crawl: the body of %s left the cache before its links were read", page_url)
             return []
+        if len(body) <= INLINE_PARSE_BYTES:
+            return page_links(body, page_url, MAX_LINKS_PER_PAGE)
         return await asyncio.to_thread(page_links, body, page_url, MAX_LINKS_PER_PAGE)
 
     async def sitemap_urls(
