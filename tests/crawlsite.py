@@ -4,7 +4,7 @@ All three listen on 127.0.1.1 (a range the test settings treat as public, so the
 caller may not reach private addresses); each has its own port and its own name:
 
 - ``site.test`` (``main``): nested sections, a sitemap index (from robots.txt), robots.txt
-  with ``Disallow: /private/`` and ``Crawl-delay: 2``, redirects on and off scope, a
+  with ``Disallow: /private/`` and ``Crawl-delay: 2`` (by default), redirects on and off scope, a
   nofollow link, a PDF link, a link to a private address (``canary.site.test``), a trap;
 - ``docs.site.test`` (``docs``): a subdomain (in ``domain`` scope);
 - ``other.test`` (``other``): another domain (never in scope).
@@ -70,7 +70,7 @@ class Site:
         )
 
 
-def _build(site: Site) -> None:
+def _build(site: Site, crawl_delay_s: int) -> None:
     main, docs, other = site.main, site.docs, site.other
     canary = f"http://canary.site.test:{site.canary_port}/"
     main.page(
@@ -111,7 +111,7 @@ def _build(site: Site) -> None:
     main.redirect("/away", site.o("/landing"))
     main.page(
         "/robots.txt",
-        "User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
+        f"User-agent: *\nDisallow: /private/\nCrawl-delay: {crawl_delay_s}\n"
         f"Sitemap: {site.m('/sitemap_index.xml')}\n",
         content_type="text/plain",
     )
@@ -154,7 +154,9 @@ def _build(site: Site) -> None:
 
 
 @asynccontextmanager
-async def crawl_site() -> AsyncIterator[Site]:
+async def crawl_site(crawl_delay_s: int = 2) -> AsyncIterator[Site]:
+    """The site; ``crawl_delay_s`` 0 leaves robots.txt without a delay (tests on real
+    time)."""
     canary = CanaryListener.on(["127.0.0.1"])
     canary_port = canary._socks[0].getsockname()[1]
     try:
@@ -164,7 +166,7 @@ async def crawl_site() -> AsyncIterator[Site]:
             Upstream(HOST_IP) as other,
         ):
             site = Site(main, docs, other, canary, canary_port)
-            _build(site)
+            _build(site, crawl_delay_s)
             yield site
     finally:
         canary.close()

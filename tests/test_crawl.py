@@ -114,6 +114,9 @@ async def test_prefix_scope_and_exact_depths(tmp_path: Path, site: Site) -> None
     async with batch_rig(tmp_path, settings=site.settings(tmp_path)) as rig:
         view, items = await crawl(rig, site, "c2", url=site.m("/docs/"))
     assert view["status"] == "done"
+    # robots.txt's Crawl-delay (2 s) spaced the starts on site.test: the runner waited for
+    # it (on the rig's fake clock) between pages.
+    assert rig.clock.slept.count(2.0) >= len(items) - 2
     got = dict(zip(paths(site, items), [it["depth"] for it in items], strict=True))
     assert got == {
         "/docs/": 0,
