@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from batchrig import INDEXER, Rig, batch_rig
 from crawlsite import Site, crawl_site
 from sift.crawl.submit import submit_crawl
 from sift.errors import BadRequest, Blocked, InvalidUrl
 from sift.jsonio import loads
+from upstream import Upstream
 
 
 async def crawl(rig: Rig, site: Site, key: str, **body: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -214,3 +217,34 @@ async def test_bad_requests_are_refused_whole_and_nothing_is_stored(
         assert await submit() == 0
         assert site.canary.accepted() == 0
         assert json.dumps(site.main.hits) == "{}"
+
+
+async def test_cancel_mid_crawl_stops_it_growing(tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await release.wait()
+        n = request.path.rsplit("/", 1)[1]
+        return web.Response(text=f'<a href="/next/{n}">next</a>', content_type="text/html")
+
+    async with Upstream() as up:
+        up.page("/", "".join(f'<a href="/slow/{i}">{i}</a>' for i in range(6)))
+        up.route("/slow/", slow, prefix=True)
+        async with batch_rig(tmp_path, concurrency=4, per_host=4) as rig:
+            view, _ = await submit_crawl(
+                rig.jobs, rig.service, INDEXER, "k", {"url": up.url("/")}, int(rig.clock())
+            )
+            running = asyncio.create_task(rig.runner.run_until_idle())
+            while sum(n for p, n in up.hits.items() if p.startswith("/slow/")) < 4:
+                assert not running.done()
+                await asyncio.sleep(0.01)
+            cancelled = await rig.jobs.cancel(INDEXER, view["id"], int(rig.clock()))
+            release.set()  # the abandoned fetches may finish now: nothing of them lands
+            await asyncio.wait_for(running, 10)
+            await asyncio.sleep(0.1)
+            after = await rig.status(INDEXER, view["id"])
+    assert cancelled["status"] == after["status"] == "cancelled"
+    assert after["targets_total"] == 7  # no link of a cancelled page was appended
+    assert after["counts"] == {"pending": 0, "running": 0, "done": 1, "failed": 0, "cancelled": 6}
+    assert after["targets_done"] == 7
+    assert not any(p.startswith("/next/") for p in up.hits)
