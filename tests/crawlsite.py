@@ -35,7 +35,8 @@ def _html(title: str, *links: str, extra: str = "") -> str:
     items = "".join(f'<li><a href="{h}">{h}</a></li>' for h in links)
     return (
         f"<!doctype html><html><head><title>{title}</title></head>"
-        f"<body><h1>{title}</h1><p>Some text about {title}.</p><ul>{items}</ul>{extra}</body></html>"
+        f"<body><h1>{title}</h1><p>Some text about {title}.</p><ul>{items}</ul>{extra}"
+        "</body></html>"
     )
 
 
@@ -140,9 +141,7 @@ def _build(site: Site, crawl_delay_s: int) -> None:
 
     async def trap(request: web.Request) -> web.StreamResponse:
         # Every page links one level deeper: /trap/x/, /trap/x/x/, … for ever.
-        return web.Response(
-            text=_html(request.path, request.path + "x/"), content_type="text/html"
-        )
+        return web.Response(text=_html(request.path, request.path + "x/"), content_type="text/html")
 
     main.route("/trap/", trap, prefix=True)
     docs.page("/", _html("Docs host", "/guide.html", site.m("/")))

@@ -20,9 +20,7 @@ from upstream import Upstream
 
 async def crawl(rig: Rig, site: Site, key: str, **body: Any) -> tuple[dict[str, Any], list[Any]]:
     """Run a crawl to the end: its final view and every result item, in idx order."""
-    view, created = await submit_crawl(
-        rig.jobs, rig.service, INDEXER, key, body, int(rig.clock())
-    )
+    view, created = await submit_crawl(rig.jobs, rig.service, INDEXER, key, body, int(rig.clock()))
     assert created
     await rig.runner.run_until_idle()
     return await finished(rig, view["id"])
@@ -212,7 +210,12 @@ async def test_bad_requests_are_refused_whole_and_nothing_is_stored(
             await submit_crawl(rig.jobs, rig.service, INDEXER, "k", {"url": "gopher://x/"}, 0)
         with pytest.raises(Blocked):  # resolves to 127.0.0.1: refused, as /v1/fetch would
             await submit_crawl(
-                rig.jobs, rig.service, INDEXER, "k", {"url": f"http://canary.site.test:{site.canary_port}/"}, 0
+                rig.jobs,
+                rig.service,
+                INDEXER,
+                "k",
+                {"url": f"http://canary.site.test:{site.canary_port}/"},
+                0,
             )
         assert await submit() == 0
         assert site.canary.accepted() == 0

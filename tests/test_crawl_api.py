@@ -70,7 +70,9 @@ async def test_crawl_and_map_over_http(tmp_path: Path) -> None:
                 assert r.json() == fetched.json()  # exactly /v1/fetch's answer
             assert site.canary.accepted() == 0
             # A crawl: 202 with the job; the same key again is the same job (200).
-            r = await client.post("/v1/crawl", json={"url": site_url}, headers={"Idempotency-Key": "k"})
+            r = await client.post(
+                "/v1/crawl", json={"url": site_url}, headers={"Idempotency-Key": "k"}
+            )
             assert r.status_code == 202, r.text
             job = r.json()
             assert r.headers["location"] == f"/v1/batch/{job['id']}"
@@ -93,7 +95,9 @@ async def test_crawl_and_map_over_http(tmp_path: Path) -> None:
             assert len(lines) == len(DOCS)
             # A batch job says kind "batch" and its items carry no depth.
             b = await client.post(
-                "/v1/batch", json={"targets": [site.m("/about.html")]}, headers={"Idempotency-Key": "b"}
+                "/v1/batch",
+                json={"targets": [site.m("/about.html")]},
+                headers={"Idempotency-Key": "b"},
             )
             assert b.json()["kind"] == "batch" and "crawl" not in b.json()
             # Map: the start URL, the sitemap URLs, then the start page's links, in scope.
@@ -131,52 +135,60 @@ async def test_crawl_and_map_over_http(tmp_path: Path) -> None:
 
 
 async def test_mcp_crawl_then_batch_results_and_map(tmp_path: Path) -> None:
-    async with crawl_site(crawl_delay_s=0) as site, running_app(site.settings(tmp_path)) as base:
-        async with mcp_http_session(base, FLEET_KEY) as session:
-            started = await call(session, "crawl", {"url": site.m("/docs/"), "max_depth": 1})
-            assert started.is_error is False
-            job = started.structured_content
-            assert job is not None and job["created"] is True
-            deadline = time.monotonic() + 60
-            while True:
-                status = (await call(session, "batch_status", {"id": job["id"]})).structured_content
-                assert status is not None
-                if status["status"] not in ("queued", "running"):
-                    break
-                assert time.monotonic() < deadline
-                await asyncio.sleep(0.05)
-            assert status["status"] == "done"
-            page = (await call(session, "batch_results", {"id": job["id"]})).structured_content
-            assert page is not None
-            items = sorted((it["url"], it["depth"], it["parent"]) for it in page["items"])
-            assert items == sorted(
-                [(site.m("/docs/"), 0, None)]
-                + [(site.m(p), 1, 0) for p in ("/docs/a.html", "/docs/b.html", "/docs/sub/")]
-                + [(site.m("/docs/hidden.html"), 1, 0)]
-            )
-            mapped = await call(session, "map", {"url": site.m("/docs/"), "sitemap": False})
-            assert mapped.structured_content is not None
-            assert mapped.structured_content["urls"] == [
-                site.m(p) for p in ("/docs/", "/docs/a.html", "/docs/b.html", "/docs/sub/")
-            ]
-            bad = await call(session, "crawl", {"url": site.m("/"), "scope": "everything"})
-            assert bad.is_error is True
-            assert error_of(bad)["code"] == "invalid_request"
+    async with (
+        crawl_site(crawl_delay_s=0) as site,
+        running_app(site.settings(tmp_path)) as base,
+        mcp_http_session(base, FLEET_KEY) as session,
+    ):
+        started = await call(session, "crawl", {"url": site.m("/docs/"), "max_depth": 1})
+        assert started.is_error is False
+        job = started.structured_content
+        assert job is not None and job["created"] is True
+        deadline = time.monotonic() + 60
+        while True:
+            status = (await call(session, "batch_status", {"id": job["id"]})).structured_content
+            assert status is not None
+            if status["status"] not in ("queued", "running"):
+                break
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert status["status"] == "done"
+        page = (await call(session, "batch_results", {"id": job["id"]})).structured_content
+        assert page is not None
+        items = sorted((it["url"], it["depth"], it["parent"]) for it in page["items"])
+        assert items == sorted(
+            [(site.m("/docs/"), 0, None)]
+            + [(site.m(p), 1, 0) for p in ("/docs/a.html", "/docs/b.html", "/docs/sub/")]
+            + [(site.m("/docs/hidden.html"), 1, 0)]
+        )
+        mapped = await call(session, "map", {"url": site.m("/docs/"), "sitemap": False})
+        assert mapped.structured_content is not None
+        assert mapped.structured_content["urls"] == [
+            site.m(p) for p in ("/docs/", "/docs/a.html", "/docs/b.html", "/docs/sub/")
+        ]
+        bad = await call(session, "crawl", {"url": site.m("/"), "scope": "everything"})
+        assert bad.is_error is True
+        assert error_of(bad)["code"] == "invalid_request"
 
 
 async def test_client_crawl_and_map(tmp_path: Path) -> None:
     site: Site
-    async with crawl_site(crawl_delay_s=0) as site, running_app(site.settings(tmp_path)) as base:
-        async with AsyncClient(base, FLEET_KEY) as sift:
-            job = await sift.crawl(site.m("/docs/sub/"), idempotency_key="c", max_depth=1)
-            assert job.created and job.view.kind == "crawl"
-            view = await job.wait(poll_s=0.05)
-            assert view.status == "done"
-            items = [it async for it in job.results()]
-            assert [(it.url, it.depth, it.parent) for it in items] == [
-                (site.m("/docs/sub/"), 0, None),
-                (site.m("/docs/sub/c.html"), 1, 0),
-                (site.m("/docs/sub/d.html"), 1, 0),
-            ]
-            mapped = await sift.map(site.m("/docs/sub/"), sitemap=False)
-            assert mapped["urls"] == [site.m(p) for p in ("/docs/sub/", "/docs/sub/c.html", "/docs/sub/d.html")]
+    async with (
+        crawl_site(crawl_delay_s=0) as site,
+        running_app(site.settings(tmp_path)) as base,
+        AsyncClient(base, FLEET_KEY) as sift,
+    ):
+        job = await sift.crawl(site.m("/docs/sub/"), idempotency_key="c", max_depth=1)
+        assert job.created and job.view.kind == "crawl"
+        view = await job.wait(poll_s=0.05)
+        assert view.status == "done"
+        items = [it async for it in job.results()]
+        assert [(it.url, it.depth, it.parent) for it in items] == [
+            (site.m("/docs/sub/"), 0, None),
+            (site.m("/docs/sub/c.html"), 1, 0),
+            (site.m("/docs/sub/d.html"), 1, 0),
+        ]
+        mapped = await sift.map(site.m("/docs/sub/"), sitemap=False)
+        assert mapped["urls"] == [
+            site.m(p) for p in ("/docs/sub/", "/docs/sub/c.html", "/docs/sub/d.html")
+        ]

@@ -136,7 +136,11 @@ async def test_two_cluster_runners_share_one_crawl(tmp_path: Path, pg_url: str) 
             assert created
             await asyncio.gather(*(runner.run_until_idle() for _, runner, _ in nodes))
             status = await nodes[1][2].status(owner, view["id"], 1001)
-            assert (status["kind"], status["status"], status["targets_total"]) == ("crawl", "done", 8)
+            assert (status["kind"], status["status"], status["targets_total"]) == (
+                "crawl",
+                "done",
+                8,
+            )
             page = await nodes[1][2].results_page(owner, view["id"], 0, 100, 1001, 1 << 30)
     assert b'"depth":3' in page  # /docs/sub/deep/e.html, found three links down
     docs = {p: n for p, n in site.main.hits.items() if p.startswith("/docs/")}

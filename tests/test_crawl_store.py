@@ -37,7 +37,9 @@ async def test_append_grows_the_job_once_per_url_up_to_max_total(db: BatchStore)
         job_id, [U, U + "a", U + "b", U + "a"], depth=1, parent=0, seen=[U + "moved"], **kw
     )
     assert got == (2, 3)
-    assert await db.append_crawl_targets(job_id, [U + "moved", U + "b"], depth=2, parent=1, **kw) == (0, 3)
+    assert await db.append_crawl_targets(
+        job_id, [U + "moved", U + "b"], depth=2, parent=1, **kw
+    ) == (0, 3)
     # Only two more fit under max_total: the rest are not enqueued.
     assert await db.append_crawl_targets(
         job_id, [U + "c", U + "d", U + "e"], depth=2, parent=2, **kw

@@ -21,9 +21,9 @@ from typing import Any
 
 from sift import __version__, datadir
 from sift.batch.command import add_batch_parser
-from sift.crawl.command import add_crawl_parsers
 from sift.cliargs import add_server_args, add_settings_args
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
+from sift.crawl.command import add_crawl_parsers
 from sift.datadir import DataDirLock
 from sift.dcache import DB
 from sift.errors import ConfigError, SiftError, StoreError

@@ -62,8 +62,9 @@ class BatchJobView(BaseModel):
     lease: int = Field(description="Unix seconds of the last submit, result, read or cancel.")
     expires_at: int = Field(description="Unix seconds when the job is deleted unless touched.")
     crawl: dict[str, Any] | None = Field(
-        None, description="A crawl's parameters: url, scope, max_pages, max_depth, include, "
-        "exclude, sitemap."
+        None,
+        description="A crawl's parameters: url, scope, max_pages, max_depth, include, "
+        "exclude, sitemap.",
     )
 
 

@@ -273,7 +273,8 @@ class PgBatchStore:
         # which sorts every row alike.
         await cur.execute(
             f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {_LIVE} AND nbytes > 0 "
-            "ORDER BY (caller IS DISTINCT FROM %s::text) AND %s::text IS NOT NULL, lease, created_at, seq",
+            "ORDER BY (caller IS DISTINCT FROM %s::text) AND %s::text IS NOT NULL, "
+            "lease, created_at, seq",
             (caller, caller),
         )
         victims: list[str] = []
@@ -315,8 +316,7 @@ class PgBatchStore:
         if job.caller_class not in (CLASS_FLEET, CLASS_RESTRICTED):
             raise BadRequest(f"unknown caller class {job.caller_class!r}")
         await cur.execute(
-            f"INSERT INTO batch_job ({_JOB_COLS}) "
-            "VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             (
                 job.id,
                 job.caller,

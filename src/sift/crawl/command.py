@@ -96,9 +96,7 @@ def _bad(exc: BadRequest) -> int:
 def cmd_crawl(args: argparse.Namespace) -> int:
     from sift.batch.command import _run_local
 
-    params = _params(
-        args, ("max_pages", "max_depth", "scope", "include", "exclude", "sitemap")
-    )
+    params = _params(args, ("max_pages", "max_depth", "scope", "include", "exclude", "sitemap"))
     idem = args.idem or default_idem_key(args.url, params)
     if args.new:
         idem += "-" + secrets.token_hex(8)

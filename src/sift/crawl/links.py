@@ -13,6 +13,7 @@ loop (``asyncio.to_thread``).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -20,11 +21,67 @@ import lxml.html
 from lxml import etree
 
 NON_HTML_EXTENSIONS: Final = frozenset(
-    (
-        "7z avi bin bmp bz2 css csv dmg doc docx eot epub exe flac gif gz ico iso jar jpeg jpg "
-        "js json m4a m4v mkv mov mp3 mp4 mpeg msi ogg otf pdf png ppt pptx ps rar rss rtf svg "
-        "tar tgz tif tiff ttf txt wav webm webp wmv woff woff2 xls xlsx xml xz zip"
-    ).split()
+    [
+        "7z",
+        "avi",
+        "bin",
+        "bmp",
+        "bz2",
+        "css",
+        "csv",
+        "dmg",
+        "doc",
+        "docx",
+        "eot",
+        "epub",
+        "exe",
+        "flac",
+        "gif",
+        "gz",
+        "ico",
+        "iso",
+        "jar",
+        "jpeg",
+        "jpg",
+        "js",
+        "json",
+        "m4a",
+        "m4v",
+        "mkv",
+        "mov",
+        "mp3",
+        "mp4",
+        "mpeg",
+        "msi",
+        "ogg",
+        "otf",
+        "pdf",
+        "png",
+        "ppt",
+        "pptx",
+        "ps",
+        "rar",
+        "rss",
+        "rtf",
+        "svg",
+        "tar",
+        "tgz",
+        "tif",
+        "tiff",
+        "ttf",
+        "txt",
+        "wav",
+        "webm",
+        "webp",
+        "wmv",
+        "woff",
+        "woff2",
+        "xls",
+        "xlsx",
+        "xml",
+        "xz",
+        "zip",
+    ]
 )
 _SCHEMES: Final = ("http", "https")
 
@@ -59,10 +116,8 @@ def page_links(body: bytes, page_url: str, max_links: int) -> list[str]:
     for el in root.iter("base"):
         href = str(el.get("href") or "").strip()
         if href:
-            try:
+            with contextlib.suppress(ValueError):
                 base = urljoin(page_url, href)
-            except ValueError:
-                pass
             break
     out: dict[str, None] = {}
     for el in root.iter("a", "area"):

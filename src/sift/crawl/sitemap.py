@@ -44,9 +44,7 @@ def parse_sitemap(body: bytes, max_bytes: int) -> tuple[list[str], list[str]]:
         if inflated is None:
             return [], []
         body = inflated
-    parser = etree.XMLParser(
-        resolve_entities=False, no_network=True, huge_tree=False, recover=True
-    )
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False, recover=True)
     try:
         root = etree.fromstring(body[:max_bytes], parser)
     except (etree.XMLSyntaxError, ValueError):
