@@ -16,8 +16,9 @@ be appended, and discovery never holds a fetch slot (it must not starve them).
 3. Each URL through the ``Frontier``; the survivors are appended in one store operation
    (``append_crawl_targets``), which skips those already seen and stops at ``max_pages``.
 
-The body is read from the content cache by the envelope's digest (the page was just stored
-there); a page the cache has already evicted again yields no links, and a warning in the log.
+The body is the one the service just fetched (``Service.recent_bodies``, bounded), else read
+from the content cache by the envelope's digest; a page the cache has already evicted again
+yields no links, and a warning in the log.
 """
 
 from __future__ import annotations
@@ -183,7 +184,9 @@ class Crawler:
         digest = envelope.get("digest")
         if not isinstance(digest, str):
             return []
-        body = await self._service.adb.run(DB.get_body, digest, int(self._clock()))
+        body = self._service.recent_bodies.get(digest)
+        if body is None:
+            body = await self._service.adb.run(DB.get_body, digest, int(self._clock()))
         if body is None:
             log.warning("crawl: the body of %s left the cache before its links were read", page_url)
             return []
