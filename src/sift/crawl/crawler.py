@@ -131,19 +131,22 @@ class Crawler:
         """Discover from one fetched page and append what is new; the number appended.
         May add the off-scope warning to ``envelope`` (it is stored after)."""
         frontier = self.frontier(job_id, spec, principal)
-        final = frontier.normal(str(envelope.get("final_url") or url))
-        if final is None or not frontier.scope.allows(final):
-            warnings = envelope.setdefault("warnings", [])
-            if isinstance(warnings, list):
-                warnings.append(OFF_SCOPE_WARNING)
-            return 0
+        final_url = str(envelope.get("final_url") or url)
+        if final_url != url:  # redirected (a target's own URL was in scope when enqueued)
+            final = frontier.normal(final_url)
+            if final is None or not frontier.scope.allows(final):
+                warnings = envelope.setdefault("warnings", [])
+                if isinstance(warnings, list):
+                    warnings.append(OFF_SCOPE_WARNING)
+                return 0
+            final_url = final.url
         if job_id in self._full or depth >= spec.max_depth:
             return 0
         found: list[str] = []
         if 200 <= int(envelope.get("status", 0)) < 300 and is_html(
             str(envelope.get("content_type", ""))
         ):
-            found += await self.page_links(envelope, final.url)
+            found += await self.page_links(envelope, final_url)
         if idx == 0 and spec.sitemap:
             found += await self.sitemap_urls(frontier, principal, spec)
         admitted: dict[str, Any] = {}
@@ -151,7 +154,7 @@ class Crawler:
             t = frontier.admit(u)
             if t is not None and t.url not in admitted and (job_id, t.url) not in self._seen:
                 admitted[t.url] = t
-        seen = [final.url] if final.url != url and (job_id, final.url) not in self._seen else []
+        seen = [final_url] if final_url != url and (job_id, final_url) not in self._seen else []
         if not admitted and not seen:
             return 0
         urls = await frontier.permitted(

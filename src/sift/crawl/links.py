@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import contextlib
 from typing import Final
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit
 
-import lxml.html
 from lxml import etree
 
 NON_HTML_EXTENSIONS: Final = frozenset(
@@ -104,35 +103,72 @@ def page_links(body: bytes, page_url: str, max_links: int) -> list[str]:
     if not body.strip():
         return []
     try:
-        root = lxml.html.document_fromstring(body)
-    except (etree.ParserError, ValueError):
+        root = etree.fromstring(body, etree.HTMLParser(no_network=True))
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError):
         return []
-    for meta in root.iter("meta"):
-        if str(meta.get("name") or "").lower() == "robots" and _rel_nofollow(
-            str(meta.get("content") or "").replace(",", " ")
-        ):
-            return []
+    if root is None:
+        return []
     base = page_url
-    for el in root.iter("base"):
-        href = str(el.get("href") or "").strip()
-        if href:
-            with contextlib.suppress(ValueError):
-                base = urljoin(page_url, href)
-            break
+    hrefs: list[str] = []
+    seen_base = False
+    # One walk over the elements that matter, in document order.
+    for el in root.iter("a", "area", "base", "meta"):
+        tag = el.tag
+        if tag == "meta":
+            if str(el.get("name") or "").lower() == "robots" and _rel_nofollow(
+                str(el.get("content") or "").replace(",", " ")
+            ):
+                return []
+        elif tag == "base":
+            href = str(el.get("href") or "").strip()
+            if href and not seen_base:
+                seen_base = True
+                with contextlib.suppress(ValueError):
+                    base = urljoin(page_url, href)
+        else:
+            href = el.get("href")
+            if href and not _rel_nofollow(el.get("rel")) and el.get("download") is None:
+                hrefs.append(str(href).strip())
     out: dict[str, None] = {}
-    for el in root.iter("a", "area"):
-        href = el.get("href")
-        if not href or _rel_nofollow(el.get("rel")) or el.get("download") is not None:
+    origin = _origin(base)
+    for href in hrefs:
+        url = _absolute(base, origin, href)
+        if url is None:
             continue
-        try:
-            parts = urlsplit(urljoin(base, str(href).strip()))
-        except ValueError:
+        scheme, _, rest = url.partition("://")
+        if scheme.lower() not in _SCHEMES or not rest or rest[0] in "/?#":
             continue
-        if parts.scheme.lower() not in _SCHEMES or not parts.netloc:
+        slash = rest.find("/")
+        path = "" if slash < 0 else rest[slash:].split("?", 1)[0]
+        if not looks_like_page(path):
             continue
-        if not looks_like_page(parts.path):
-            continue
-        out[urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))] = None
+        out[url] = None
         if len(out) >= max_links:
             break
     return list(out)
+
+
+def _origin(base: str) -> str | None:
+    try:
+        parts = urlsplit(base)
+    except ValueError:
+        return None
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else None
+
+
+def _absolute(base: str, origin: str | None, href: str) -> str | None:
+    """``href`` resolved against ``base``, fragment dropped. Site-relative and absolute
+    http(s) hrefs — most links — take a fast path (the frontier normalises every URL
+    afterwards: dot segments, escapes, case); the rest go through ``urljoin``."""
+    href = href.split("#", 1)[0]
+    if not href:
+        return None
+    if href[0] == "/" and href[:2] != "//" and origin is not None:
+        return origin + href
+    low = href[:8].lower()
+    if low.startswith(("http://", "https://")):
+        return href
+    try:
+        return urljoin(base, href)
+    except ValueError:
+        return None
