@@ -63,7 +63,13 @@ async def site() -> Any:
         yield s
 
 
-async def test_host_scope_follows_links_and_sitemaps_once_each(tmp_path: Path, site: Site) -> None:
+@pytest.mark.parametrize("remembered", [50_000, 1])
+async def test_host_scope_follows_links_and_sitemaps_once_each(
+    tmp_path: Path, site: Site, remembered: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With the runner's memory of seen URLs down to one entry, the seen-set in the store
+    # alone keeps every URL to one fetch: the same exact crawl.
+    monkeypatch.setattr("sift.crawl.crawler.MAX_REMEMBERED_SEEN", remembered)
     async with batch_rig(tmp_path, settings=site.settings(tmp_path)) as rig:
         view, items = await crawl(rig, site, "c1", url=site.m("/"), scope="host")
     assert view["kind"] == "crawl" and view["status"] == "done", view
