@@ -13,7 +13,8 @@ then, per round, on fresh URLs (a path prefix per round and kind, so nothing is 
   sitemap: false}, from the submit until the job is done;
 - fetches the same pages as one batch submitted up front (POST /v1/batch).
 
-Printed: best-of-rounds pages/s of each, their ratio crawl/batch, and the median of the
+Printed: the server's peak RSS over the run (`--pages 10000` shows a 10,000-page crawl's
+memory), best-of-rounds pages/s of each, their ratio crawl/batch, and the median of the
 per-round ratios (rounds alternate which runs first: the machine's load drifts). Target
 (issue 15): >= 0.9x — discovery must not starve the fetch slots.
 """
@@ -32,7 +33,8 @@ from typing import Any
 import httpx
 from aiohttp import web
 
-from batch import _client, run_job, sift_serve  # bench/batch.py: the same server harness
+# bench/batch.py: the same server harness
+from batch import _client, _hwm_kib, run_job, sift_serve
 
 SECTIONS = 50
 
@@ -102,6 +104,7 @@ async def main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sift-bench-crawl-"))
     crawl_s: list[float] = []
     batch_s: list[float] = []
+    peak_kib = 0
     try:
         with sift_serve(tmp, args.concurrency) as server:
             async with _client(server) as client:
@@ -114,6 +117,7 @@ async def main(args: argparse.Namespace) -> None:
                     crawl_s.append(await run_crawl(client, f"{up}/c{r}/", args.pages, f"c{r}"))
                     if not r % 2:
                         batch_s.append((await run_job(client, urls, f"b{r}"))[1])
+            peak_kib = _hwm_kib(server.proc.pid)
     finally:
         await upstream.cleanup()
     ideal = args.pages * args.latency_ms / 1000 / args.concurrency
@@ -129,6 +133,7 @@ async def main(args: argparse.Namespace) -> None:
     ratio = crawl_pps / batch_pps
     per_round = sorted(b / c for c, b in zip(crawl_s, batch_s, strict=True))
     median = per_round[len(per_round) // 2]
+    print(f"server peak RSS (VmHWM) over the run: {peak_kib / 1024:.0f} MiB")
     print(f"crawl / batch throughput: {ratio:.2f}x best of rounds, {median:.2f}x median of the "
           "rounds' ratios (target >= 0.9x)")  # fmt: skip
 
