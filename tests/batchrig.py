@@ -70,8 +70,11 @@ class Rig:
 
 
 @asynccontextmanager
-async def batch_rig(tmp_path: Path, **batch: Any) -> AsyncIterator[Rig]:
-    settings = make_settings(tmp_path)
+async def batch_rig(
+    tmp_path: Path, *, settings: Settings | None = None, **batch: Any
+) -> AsyncIterator[Rig]:
+    """``settings``: instead of ``make_settings(tmp_path)`` (its batch part is replaced)."""
+    settings = settings or make_settings(tmp_path)
     settings = dataclasses.replace(settings, batch=BatchSettings(**batch))
     adb = AsyncDB(DB.open(tmp_path / "sift.db"))
     fetcher = fetcher_for(settings)

@@ -80,7 +80,8 @@ async def lease(db: BatchStore, id: str) -> int:
 def test_constants_and_positional_construction() -> None:
     assert (CLASS_FLEET, CLASS_RESTRICTED) == ("fleet", "restricted")
     j = BatchJob("j", "c", CLASS_RESTRICTED, "k", "queued", "", 2, 0, 10, 11, 0)
-    assert astuple(j) == ("j", "c", "restricted", "k", "queued", "", 2, 0, 10, 11, 0)
+    # The spec's eleven fields, in order, then the crawl's two (defaults: a batch job).
+    assert astuple(j) == ("j", "c", "restricted", "k", "queued", "", 2, 0, 10, 11, 0, "batch", "")
     assert (j.targets_total, j.targets_done, j.created_at, j.lease, j.nbytes) == (2, 0, 10, 11, 0)
     t = BatchTarget("j", 1, "https://a.test/", "{}", "pending", None, "e", "h")
     assert (t.job_id, t.idx, t.options, t.result, t.error, t.hint) == (

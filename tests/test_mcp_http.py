@@ -56,6 +56,8 @@ async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
                 "batch_submit",
                 "batch_status",
                 "batch_results",
+                "crawl",
+                "map",
             }
             # ... and served from the cache through MCP.
             got = await call(session, "fetch", {"url": url})

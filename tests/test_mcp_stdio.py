@@ -73,6 +73,8 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "batch_submit",
                 "batch_status",
                 "batch_results",
+                "crawl",
+                "map",
             ]
             fetch_schema = listed.tools[0].input_schema
             assert list(fetch_schema["properties"]) == [

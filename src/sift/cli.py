@@ -22,6 +22,7 @@ from sift import __version__, datadir
 from sift.batch.command import add_batch_parser
 from sift.cliargs import add_server_args, add_settings_args
 from sift.config import DEFAULT_CONFIG_FILE, Settings, load_settings
+from sift.crawl.command import add_crawl_parsers
 from sift.datadir import DataDirLock
 from sift.dcache import DB
 from sift.errors import ConfigError, SiftError, StoreError
@@ -455,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_fetch)
 
     add_batch_parser(sub)
+    add_crawl_parsers(sub)
     add_mcp_parser(sub)
 
     p = sub.add_parser("stats", help="cache size, entries, hit rate, batch bytes")

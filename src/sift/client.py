@@ -94,6 +94,7 @@ class JobView:
     created_at: int
     lease: int
     expires_at: int
+    kind: str = "batch"  # "crawl" for a job started by crawl()
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -121,6 +122,8 @@ class BatchItem:
     status: TargetState
     result: Envelope | None = None
     error: SiftError | None = None
+    depth: int | None = None  # a crawl's target: its link depth (0: the start page)
+    parent: int | None = None  # a crawl's target: the idx of the page linking to it
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BatchItem:
@@ -132,6 +135,8 @@ class BatchItem:
             status=data["status"],
             result=Envelope.from_dict(result) if isinstance(result, dict) else None,
             error=error_from_object(error) if isinstance(error, dict) else None,
+            depth=data.get("depth"),
+            parent=data.get("parent"),
         )
 
 
@@ -199,6 +204,10 @@ def _submission(
     return body
 
 
+def _crawl_body(url: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    return {"url": url, **{k: v for k, v in params.items() if v is not None}}
+
+
 def _job_path(job_id: str) -> str:
     return "/v1/batch/" + quote(job_id, safe="")
 
@@ -262,6 +271,24 @@ class Client:
             headers={"Idempotency-Key": idempotency_key},
         )
         return Job(self, JobView.from_dict(body), created=status == 202)
+
+    def crawl(self, url: str, *, idempotency_key: str, **params: Any) -> Job:
+        """``POST /v1/crawl``: a crawl job (``max_pages``, ``max_depth``, ``scope``,
+        ``include``, ``exclude``, ``sitemap``, ``options``); follow it like a batch job —
+        each ``BatchItem`` has ``depth`` and ``parent``."""
+        status, body = self._exchange(
+            "POST",
+            "/v1/crawl",
+            json=_crawl_body(url, params),
+            headers={"Idempotency-Key": idempotency_key},
+        )
+        return Job(self, JobView.from_dict(body), created=status == 202)
+
+    def map(self, url: str, **params: Any) -> dict[str, Any]:
+        """``POST /v1/map`` (``scope``, ``include``, ``exclude``, ``sitemap``, ``limit``):
+        ``{"url", "urls", "count", "truncated", "complete"}``."""
+        result: dict[str, Any] = self.request("POST", "/v1/map", json=_crawl_body(url, params))
+        return result
 
     def job(self, job_id: str) -> Job:
         """An existing job of this caller (``NotFound`` otherwise)."""
@@ -395,6 +422,21 @@ class AsyncClient:
             headers={"Idempotency-Key": idempotency_key},
         )
         return AsyncJob(self, JobView.from_dict(body), created=status == 202)
+
+    async def crawl(self, url: str, *, idempotency_key: str, **params: Any) -> AsyncJob:
+        status, body = await self._exchange(
+            "POST",
+            "/v1/crawl",
+            json=_crawl_body(url, params),
+            headers={"Idempotency-Key": idempotency_key},
+        )
+        return AsyncJob(self, JobView.from_dict(body), created=status == 202)
+
+    async def map(self, url: str, **params: Any) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request(
+            "POST", "/v1/map", json=_crawl_body(url, params)
+        )
+        return result
 
     async def job(self, job_id: str) -> AsyncJob:
         view = JobView.from_dict(await self.request("GET", _job_path(job_id)))

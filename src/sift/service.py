@@ -112,6 +112,11 @@ class Service:
         self._responses: BytesLRU[tuple[Principal, FetchOptions], _Memo] = BytesLRU(
             max_bytes=settings.cache.hot_bytes // 4, size=lambda m: len(m.body)
         )
+        # HTML bodies fetched just now, by digest: a crawl reads a page's links right after
+        # its fetch (crawl/crawler.py), without a database round trip.
+        self.recent_bodies: BytesLRU[str, bytes] = BytesLRU(
+            max_bytes=settings.cache.hot_bytes // 8, size=len
+        )
         self._flights: dict[tuple[object, ...], asyncio.Task[Any]] = {}
         self._waiters: dict[asyncio.Task[Any], int] = {}  # fetch flights: who still waits
         self._robots: dict[str, RobotsChecker] = {}
@@ -484,6 +489,8 @@ class Service:
             # The body was evicted between lookup and revalidation: fetch it whole.
             result = await self.fetcher.fetch(opts.url, policy, robots=robots)
         page, new_body = await asyncio.shield(self._store(page_key, result, now))
+        if "html" in result.content_type:
+            self.recent_bodies.put(page.digest, result.body)
         return page, result.body, "miss", new_body
 
     async def _revalidate(

@@ -20,6 +20,7 @@ from fastapi.responses import PlainTextResponse, Response
 from sift import __version__
 from sift.api.auth import KeyRing, authenticate
 from sift.api.batch_routes import install_batch_routes, start_batch
+from sift.api.crawl_routes import install_crawl_routes
 from sift.api.errors import install_error_handlers
 from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
@@ -120,6 +121,7 @@ def create_app(
     app.state.metrics = metrics
     install_error_handlers(app)
     install_batch_routes(app)
+    install_crawl_routes(app)
     hot_routes = install_fetch_routes(app)
     mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch), keys)
     access_log = AccessLog() if settings.access_log else None

@@ -52,6 +52,7 @@ class BatchJobView(BaseModel):
     """A job's state: cheap, no results in it."""
 
     id: str
+    kind: Literal["batch", "crawl"] = Field(description="crawl: a job started by /v1/crawl.")
     status: Literal["queued", "running", "done", "partial", "failed", "cancelled"]
     error: str = Field(description="Why the job failed or was cancelled; empty otherwise.")
     targets_total: int
@@ -60,6 +61,11 @@ class BatchJobView(BaseModel):
     created_at: int = Field(description="Unix seconds.")
     lease: int = Field(description="Unix seconds of the last submit, result, read or cancel.")
     expires_at: int = Field(description="Unix seconds when the job is deleted unless touched.")
+    crawl: dict[str, Any] | None = Field(
+        None,
+        description="A crawl's parameters: url, scope, max_pages, max_depth, include, "
+        "exclude, sitemap.",
+    )
 
 
 class BatchItem(BaseModel):
@@ -68,6 +74,10 @@ class BatchItem(BaseModel):
     idx: int
     url: str
     status: Literal["pending", "running", "done", "failed", "cancelled"]
+    depth: int | None = Field(None, description="A crawl's target: its link depth.")
+    parent: int | None = Field(
+        None, description="A crawl's target: the idx of the page linking to it (start: null)."
+    )
     result: FetchEnvelope | None = None
     error: ErrorBody | None = None
 

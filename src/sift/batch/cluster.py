@@ -46,6 +46,7 @@ from sift.batch.pgclaims import Claim
 from sift.batch.pgstore import PgBatchStore
 from sift.batch.views import error_text
 from sift.config import Settings
+from sift.crawl.crawler import Crawler
 from sift.errors import SiftError
 from sift.jsonio import dumps, loads
 from sift.options import parse_options
@@ -104,6 +105,7 @@ class ClusterRunner:
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
         self.node_id = settings.store.node_id or default_node_id(settings)
+        self._crawler = Crawler(store, service, clock)
         self._running: dict[int, _Running] = {}  # by fencing token
         self._turn = 0  # rotates the caller order between passes
         self._wake = asyncio.Event()
@@ -297,7 +299,24 @@ class ClusterRunner:
                 running.writing = True
             await self._work.retry_later(claim, self._retry_delay(envelope, claim))
             return
+        await self._discover(principal, claim, envelope)
         await self._complete(claim, "done", dumps(envelope).decode(), None, None)
+
+    async def _discover(self, principal: Principal, claim: Claim, envelope: dict[str, Any]) -> None:
+        """A crawl's page: append its new links before the outcome is written (as the
+        embedded runner does; the append is atomic across nodes, see ``PgBatchStore``)."""
+        try:
+            spec = await self._crawler.spec_of(claim.job_id)
+            if spec is None:
+                return
+            rows = await self._store.batch_targets_page(claim.job_id, claim.idx, 1)
+            if not rows or rows[0].idx != claim.idx:
+                return
+            await self._crawler.after_page(
+                claim.job_id, spec, principal, claim.idx, rows[0].depth, claim.url, envelope
+            )
+        except SiftError:
+            log.exception("crawl %s: discovery from target %d failed", claim.job_id, claim.idx)
 
     async def _fetch(self, principal: Principal, claim: Claim) -> dict[str, Any]:
         opts = parse_options({**loads(claim.options), "url": claim.url})

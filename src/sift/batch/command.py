@@ -22,7 +22,7 @@ import hashlib
 import secrets
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -125,9 +125,10 @@ class BatchProgress:
         counts = view["counts"]
         self._progress.update(
             self._task,
+            total=view["targets_total"],  # a crawl's grows
             completed=view["targets_done"],
             failed=counts["failed"] + counts["cancelled"],
-            description=f"batch {view['status']}",
+            description=f"{view.get('kind', 'batch')} {view['status']}",
         )
 
 
@@ -203,8 +204,19 @@ def replay_notice(view: Mapping[str, Any]) -> str:
     )
 
 
+# How a job is started in-process: (jobs, service) → (status view, created). ``sift crawl``
+# passes its own; the default submits the URL list as a batch.
+Starter = Callable[[Any, Any], Awaitable[tuple[dict[str, Any], bool]]]
+
+
 async def _run_local(
-    settings: Any, urls: list[str], idem: str, out: IO[bytes], console: Console, poll_s: float
+    settings: Any,
+    urls: list[str],
+    idem: str,
+    out: IO[bytes],
+    console: Console,
+    poll_s: float,
+    start: Starter | None = None,
 ) -> int:
     from sift.batch.jobs import BatchJobs
     from sift.batch.openstore import make_runner, open_store
@@ -230,7 +242,11 @@ async def _run_local(
             service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
             runner = make_runner(settings, store, service, principals={OPERATOR.name: OPERATOR})
             jobs = BatchJobs(settings, store, runner)
-            view, created = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
+            if start is not None:
+                view, created = await start(jobs, service)
+            else:
+                body = {"targets": urls}
+                view, created = await jobs.submit(OPERATOR, idem, body, int(time.time()))
             job_id = view["id"]
             if not created:
                 print(replay_notice(view), file=sys.stderr)

@@ -152,7 +152,7 @@ class BatchJobs:
             if rows is None:
                 raise _not_found(job_id)
             for t in rows:
-                line = item_json(t, running)
+                line = item_json(t, running, crawl=job.kind == "crawl")
                 if items and size + len(line) > max_bytes:
                     full = True
                     break
@@ -174,6 +174,8 @@ class BatchJobs:
     ) -> AsyncIterator[bytes]:
         """Every finished target, one JSON line each, in idx order. Check the owner with
         ``check_owner`` first: this generator stops quietly if the job disappears."""
+        job = await self.store.batch_job(job_id)
+        crawl = job is not None and job.kind == "crawl"
         pos = 0
         while True:
             rows = await self.store.batch_targets_page(job_id, pos, _READ_CHUNK)
@@ -181,7 +183,7 @@ class BatchJobs:
                 break
             for t in rows:
                 if t.status in TERMINAL_TARGET:
-                    yield item_json(t) + b"\n"
+                    yield item_json(t, crawl=crawl) + b"\n"
             pos = rows[-1].idx + 1
         try:
             await self.store.touch_owned(job_id, principal.name, now)

@@ -141,6 +141,19 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         FROM claimed cl JOIN batch_job b ON b.id = cl.job_id;
     END $$;
     """,
+    # 2: crawls (docs/crawl.md): the job's kind and parameters, a target's depth and parent,
+    # and the seen-set, one row per normalised URL per job (gone with its job).
+    """
+    ALTER TABLE batch_job ADD COLUMN kind text NOT NULL DEFAULT 'batch',
+                          ADD COLUMN spec text NOT NULL DEFAULT '';
+    ALTER TABLE batch_target ADD COLUMN depth integer NOT NULL DEFAULT 0,
+                             ADD COLUMN parent integer;
+    CREATE TABLE crawl_seen (
+        job_id text NOT NULL REFERENCES batch_job (id) ON DELETE CASCADE,
+        url    text NOT NULL,
+        PRIMARY KEY (job_id, url)
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

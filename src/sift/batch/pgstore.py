@@ -50,9 +50,9 @@ from sift.errors import BadRequest, NotFound, SiftError, StoreError, StoreUnavai
 
 _JOB_COLS: Final = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
-    "created_at, lease, nbytes"
+    "created_at, lease, nbytes, kind, spec"
 )
-_TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint"
+_TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
 _LIVE: Final = "('queued', 'running')"
 _IDEM_REUSE: Final = "('queued', 'running', 'done', 'partial')"
 _TERMINAL: Final = "('done', 'failed', 'cancelled')"
@@ -316,7 +316,7 @@ class PgBatchStore:
         if job.caller_class not in (CLASS_FLEET, CLASS_RESTRICTED):
             raise BadRequest(f"unknown caller class {job.caller_class!r}")
         await cur.execute(
-            f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             (
                 job.id,
                 job.caller,
@@ -329,6 +329,8 @@ class PgBatchStore:
                 job.created_at,
                 job.lease,
                 job.nbytes,
+                job.kind,
+                job.spec,
             ),
         )
 
@@ -347,7 +349,11 @@ class PgBatchStore:
                 host = host_key(t.url)
                 hosts.add(host)
                 await copy.write_row(
-                    (job_id, t.idx, t.url, t.options, t.status, t.result, t.error, t.hint, host)
+                    (
+                        job_id,
+                        *(t.idx, t.url, t.options, t.status, t.result, t.error, t.hint),
+                        *(t.depth, t.parent, host),
+                    )
                 )
         if done or nbytes:
             await cur.execute(
@@ -569,6 +575,8 @@ class PgBatchStore:
                 BatchTarget(job.id, i, t.url, t.options, "pending") for i, t in enumerate(targets)
             ]
             await self._insert_targets(cur, job.id, rows)
+            if job.kind == "crawl":
+                await self._seen(cur, job.id, [t.url for t in targets])
             await cur.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, f"submit:{job.id}"))
         return job.id, True
 
@@ -669,6 +677,72 @@ class PgBatchStore:
             await self._set_status(cur, job_id, status, error, now)
         await self.evict_batch_oldest(max_bytes, caller=caller)
         return status
+
+    # -- crawls (sift.dcache.crawl has the contract) ---------------------------------------------
+
+    @staticmethod
+    async def _seen(cur: Cursor, job_id: str, urls: Sequence[str]) -> None:
+        if urls:
+            await cur.execute(
+                "INSERT INTO crawl_seen (job_id, url) SELECT %s, unnest(%s::text[]) "
+                "ON CONFLICT DO NOTHING",
+                (job_id, list(urls)),
+            )
+
+    async def put_crawl_seen(self, job_id: str, urls: Sequence[str]) -> None:
+        async with self._tx() as cur:
+            await self._seen(cur, job_id, urls)
+
+    async def append_crawl_targets(
+        self,
+        job_id: str,
+        urls: Sequence[str],
+        *,
+        options: str,
+        depth: int,
+        parent: int,
+        max_total: int,
+        now: int,
+        seen: Sequence[str] = (),
+    ) -> tuple[int, int]:
+        async with self._tx() as cur:
+            # The job row's lock serialises every append to this job across the cluster (and
+            # against a cancel, which takes it too): the unseen check below and the inserts
+            # see each other, and targets_total hands out each idx once.
+            await cur.execute(
+                "SELECT status, targets_total FROM batch_job WHERE id = %s FOR UPDATE", (job_id,)
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise NotFound(f"batch job {job_id} not found")
+            status, total = str(row[0]), int(row[1])
+            if status not in ("queued", "running"):
+                return 0, total
+            await self._seen(cur, job_id, seen)
+            room = max_total - total
+            if room <= 0 or not urls:
+                return 0, total
+            await cur.execute(
+                "SELECT x.u FROM unnest(%s::text[]) WITH ORDINALITY AS x(u, n) "
+                "WHERE NOT EXISTS (SELECT 1 FROM crawl_seen s WHERE s.job_id = %s AND s.url = x.u) "
+                "ORDER BY x.n",
+                (list(dict.fromkeys(urls)), job_id),
+            )
+            new = [str(r[0]) for r in await cur.fetchall()][:room]
+            if not new:
+                return 0, total
+            await self._seen(cur, job_id, new)
+            rows = [
+                BatchTarget(job_id, total + i, u, options, "pending", depth=depth, parent=parent)
+                for i, u in enumerate(new)
+            ]
+            await self._insert_targets(cur, job_id, rows)
+            total += len(new)
+            await cur.execute(
+                "UPDATE batch_job SET targets_total = %s, lease = %s WHERE id = %s",
+                (total, now, job_id),
+            )
+        return len(new), total
 
     # -- operations ----------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import IO
 
 from rich.console import Console
@@ -15,7 +16,7 @@ from sift.batch.command import (
     replay_notice,
     summary,
 )
-from sift.client import Client, JobView
+from sift.client import Client, Job, JobView
 
 
 def run_remote(
@@ -26,12 +27,14 @@ def run_remote(
     out: IO[bytes],
     console: Console,
     poll_s: float,
+    start: Callable[[Client], Job] | None = None,
 ) -> int:
-    """Submit, show progress until the job ends (Ctrl-C cancels it), write the NDJSON."""
+    """Submit (or ``start`` the job another way: ``sift crawl``), show progress until the
+    job ends (Ctrl-C cancels it), write the NDJSON."""
     started = time.monotonic()
     interrupted = False
     with Client(server, key) as client:
-        job = client.submit(urls, idempotency_key=idem)
+        job = start(client) if start is not None else client.submit(urls, idempotency_key=idem)
         view: JobView = job.view
         if not job.created:
             print(replay_notice(view.to_dict()), file=sys.stderr)

@@ -42,6 +42,8 @@ from sift.batch.politeness import HostGate, host_key
 from sift.batch.store import BatchStore
 from sift.batch.views import RESTART_REASON, error_text
 from sift.config import Settings
+from sift.crawl.crawler import Crawler
+from sift.crawl.spec import CrawlSpec
 from sift.dcache import DB, JobStatus
 from sift.errors import NotFound, SiftError
 from sift.jsonio import dumps, loads
@@ -73,6 +75,7 @@ class _Target:
     options: str
     host: str
     attempt: int = 0
+    depth: int = 0  # a crawl target's link depth
 
 
 @dataclass(slots=True, eq=False)
@@ -87,6 +90,8 @@ class _Job:
     started: bool = False  # the job's status has been written as running
     interrupted: bool = False  # shutdown cancelled one of its targets: it cannot finish here
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    crawl: CrawlSpec | None = None  # a crawl job's parameters: it grows as pages are fetched
+    grown: int = 0  # appends so far: a store read started before one may have missed it
     # Targets being fetched now. They stay "pending" in the store (one write per target
     # less); the status and results views show them as running from here.
     running: set[int] = field(default_factory=set)
@@ -189,6 +194,7 @@ class BatchRunner:
         self._max_backoff_s = max_backoff_s
         self._concurrency = settings.batch.concurrency
         self._gate = HostGate(settings.batch.per_host)
+        self._crawler = Crawler(store, service, clock)
         self._jobs: dict[str, _Job] = {}
         self._by_caller: dict[str, deque[_Job]] = {}
         self._rotation: deque[str] = deque()  # callers with jobs; the next served at the left
@@ -334,6 +340,8 @@ class BatchRunner:
                 row.caller_class,  # type: ignore[arg-type]  # checked by the store
             )
             job = _Job(row.id, row.caller, principal)
+            if row.kind == "crawl":
+                job.crawl = CrawlSpec.from_json(row.spec)
             self._jobs[row.id] = job
             if row.caller not in self._by_caller:
                 self._by_caller[row.caller] = deque()
@@ -346,6 +354,7 @@ class BatchRunner:
         low = max(self._concurrency, SCAN_LIMIT)
         for job in list(self._jobs.values()):
             while not job.exhausted and len(job.buffer) < low:
+                grown = job.grown
                 rows = await self._store.batch_targets_page(job.id, job.next_idx, LOAD_CHUNK)
                 if job.id not in self._jobs:
                     break  # abandoned while reading
@@ -354,10 +363,12 @@ class BatchRunner:
                     break
                 for r in rows:
                     if r.status == "pending":
-                        job.buffer.append(_Target(r.idx, r.url, r.options, host_key(r.url)))
+                        job.buffer.append(
+                            _Target(r.idx, r.url, r.options, host_key(r.url), depth=r.depth)
+                        )
                 if rows:
                     job.next_idx = rows[-1].idx + 1
-                if len(rows) < LOAD_CHUNK:
+                if len(rows) < LOAD_CHUNK and job.grown == grown:
                     job.exhausted = True
 
     async def _finish_jobs(self) -> None:
@@ -482,7 +493,27 @@ class BatchRunner:
             if job.id in self._jobs:
                 job.buffer.appendleft(replace(target, attempt=target.attempt + 1))
             return
+        if job.crawl is not None:
+            await self._discover(job, job.crawl, target, envelope)
         await self._write(job, target, "done", dumps(envelope).decode(), None, None)
+
+    async def _discover(
+        self, job: _Job, spec: CrawlSpec, target: _Target, envelope: dict[str, Any]
+    ) -> None:
+        """A crawl page was fetched: append its new links to the job (``crawl.crawler``).
+        Runs after the slot is given back and before the outcome is written, so the job
+        cannot finish while the page's links are still to be added."""
+        try:
+            added = await self._crawler.after_page(
+                job.id, spec, job.principal, target.idx, target.depth, target.url, envelope
+            )
+        except SiftError:
+            log.exception("crawl %s: discovery from target %d failed", job.id, target.idx)
+            return
+        if added:
+            job.grown += 1
+            job.exhausted = False
+            self._wake.set()
 
     async def _fetch(self, job: _Job, target: _Target, started_at: float) -> dict[str, Any]:
         opts = parse_options({**loads(target.options), "url": target.url})

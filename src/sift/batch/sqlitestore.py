@@ -177,6 +177,35 @@ class SqliteBatchStore:
     ) -> JobStatus | None:
         return await self.adb.run(_finish_job, job_id, now, max_bytes, caller)
 
+    # -- crawls ------------------------------------------------------------------------------
+
+    async def put_crawl_seen(self, job_id: str, urls: Sequence[str]) -> None:
+        await self.adb.run(DB.put_crawl_seen, job_id, urls)
+
+    async def append_crawl_targets(
+        self,
+        job_id: str,
+        urls: Sequence[str],
+        *,
+        options: str,
+        depth: int,
+        parent: int,
+        max_total: int,
+        now: int,
+        seen: Sequence[str] = (),
+    ) -> tuple[int, int]:
+        return await self.adb.run(
+            DB.append_crawl_targets,
+            job_id,
+            urls,
+            options=options,
+            depth=depth,
+            parent=parent,
+            max_total=max_total,
+            now=now,
+            seen=seen,
+        )
+
     # -- operations ----------------------------------------------------------------------------
 
     async def batch_stats(self) -> dict[str, int]:

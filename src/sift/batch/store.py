@@ -150,6 +150,29 @@ class BatchStore(Protocol):
         """Give a job whose targets all have an outcome its final status; None if gone."""
         ...
 
+    # -- crawls: a job that grows (sift.dcache.crawl has the contract) ------------------------
+
+    async def put_crawl_seen(self, job_id: str, urls: Sequence[str]) -> None:
+        """Mark ``urls`` seen for the crawl ``job_id`` without enqueuing them."""
+        ...
+
+    async def append_crawl_targets(
+        self,
+        job_id: str,
+        urls: Sequence[str],
+        *,
+        options: str,
+        depth: int,
+        parent: int,
+        max_total: int,
+        now: int,
+        seen: Sequence[str] = (),
+    ) -> tuple[int, int]:
+        """Enqueue the unseen ``urls`` in order as pending targets until the job holds
+        ``max_total``; only while it is live. ``(added, targets_total)``. Atomic: concurrent
+        appends to one job (several nodes) never enqueue a URL twice or reuse an idx."""
+        ...
+
     # -- operations ----------------------------------------------------------------------------
 
     async def batch_stats(self) -> dict[str, int]:

@@ -172,6 +172,8 @@ def store_submission(
     db.put_batch_targets(
         job.id, (BatchTarget(job.id, i, t.url, t.options, "pending") for i, t in enumerate(targets))
     )
+    if job.kind == "crawl":  # a crawl's seen-set starts with its start URL
+        db.put_crawl_seen(job.id, [t.url for t in targets])
     return job.id, True
 
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from sift.dcache import BatchJob, BatchTarget, JobStatus
 from sift.errors import SiftError
-from sift.jsonio import dumps
+from sift.jsonio import dumps, loads
 
 # Target-level codes besides the error tree's: a target that never ran to completion.
 CANCELLED_REASON: Final = "cancelled: the job was cancelled before this target finished"
@@ -46,9 +46,11 @@ def error_object(error: str | None, hint: str | None) -> dict[str, str]:
 
 
 def job_view(job: BatchJob, counts: dict[str, int], ttl_s: int) -> dict[str, Any]:
-    """``GET /v1/batch/{id}``: status and counts, no results."""
-    return {
+    """``GET /v1/batch/{id}``: status and counts, no results. A crawl also shows its
+    parameters (``crawl``: url, scope, max_pages, max_depth, include, exclude, sitemap)."""
+    view: dict[str, Any] = {
         "id": job.id,
+        "kind": job.kind,
         "status": job.status,
         "error": job.error,
         "targets_total": job.targets_total,
@@ -60,13 +62,25 @@ def job_view(job: BatchJob, counts: dict[str, int], ttl_s: int) -> dict[str, Any
         "lease": job.lease,
         "expires_at": job.lease + ttl_s,
     }
+    if job.kind == "crawl" and job.spec:
+        crawl = loads(job.spec)
+        crawl.pop("options", None)
+        view["crawl"] = crawl
+    return view
 
 
-def item_json(t: BatchTarget, running: frozenset[int] = frozenset()) -> bytes:
+def item_json(
+    t: BatchTarget, running: frozenset[int] = frozenset(), *, crawl: bool = False
+) -> bytes:
     """One target as ``{"idx", "url", "status", "result" | "error"}`` JSON bytes; a pending
-    target whose idx is in ``running`` is being fetched and shows as running."""
+    target whose idx is in ``running`` is being fetched and shows as running. A crawl's
+    target also carries ``depth`` and ``parent`` (the idx of the page that linked to it;
+    null for the start page)."""
     status = "running" if t.status == "pending" and t.idx in running else t.status
-    head = dumps({"idx": t.idx, "url": t.url, "status": status})[:-1]
+    item: dict[str, Any] = {"idx": t.idx, "url": t.url, "status": status}
+    if crawl:
+        item["depth"], item["parent"] = t.depth, t.parent
+    head = dumps(item)[:-1]
     if t.result is not None:
         return head + b',"result":' + t.result.encode() + b"}"
     if t.status in ("failed", "cancelled"):

@@ -11,6 +11,7 @@ from sift.dcache.batch import (
     BatchJob,
     BatchTarget,
     CallerClass,
+    JobKind,
     JobStatus,
     TargetStatus,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "BatchJob",
     "BatchTarget",
     "CallerClass",
+    "JobKind",
     "JobStatus",
     "PageEntry",
     "TargetStatus",

@@ -29,6 +29,7 @@ CLASS_FLEET: Final = "fleet"
 CLASS_RESTRICTED: Final = "restricted"
 CallerClass = Literal["fleet", "restricted"]
 
+JobKind = Literal["batch", "crawl"]
 JobStatus = Literal["queued", "running", "done", "partial", "failed", "cancelled"]
 # The spec's target statuses plus "cancelled": a target that never ran because its job was
 # cancelled. It is terminal and counts into targets_done like done and failed.
@@ -44,9 +45,9 @@ _IDEM_REUSE: Final = "('queued', 'running', 'done', 'partial')"
 
 _JOB_COLS: Final = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
-    "created_at, lease, nbytes"
+    "created_at, lease, nbytes, kind, spec"
 )
-_TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint"
+_TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
 
 
 @dataclass(slots=True)
@@ -64,6 +65,8 @@ class BatchJob:
     created_at: int
     lease: int
     nbytes: int
+    kind: JobKind = "batch"
+    spec: str = ""  # a crawl's parameters as JSON (sift.crawl.spec); "" for a batch
 
 
 @dataclass(slots=True)
@@ -78,6 +81,8 @@ class BatchTarget:
     result: str | None = None
     error: str | None = None
     hint: str | None = None
+    depth: int = 0  # a crawl's link depth (0: the start page)
+    parent: int | None = None  # a crawl target: the idx of the page that linked to it
 
 
 def _utf8_len(text: str | None) -> int:
@@ -117,7 +122,7 @@ class BatchStoreMixin(StoreBase):
             raise BadRequest(f"unknown caller class {job.caller_class!r}")
         with self._write() as conn:
             conn.execute(
-                f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job.id,
                     job.caller,
@@ -130,6 +135,8 @@ class BatchStoreMixin(StoreBase):
                     job.created_at,
                     job.lease,
                     job.nbytes,
+                    job.kind,
+                    job.spec,
                 ),
             )
 
@@ -215,11 +222,17 @@ class BatchStoreMixin(StoreBase):
             _check_target_status(t.status)
             done += t.status in TERMINAL_TARGET
             nbytes += _utf8_len(t.result)
-            rows.append((job_id, t.idx, t.url, t.options, t.status, t.result, t.error, t.hint))
+            rows.append(
+                (
+                    job_id,
+                    *(t.idx, t.url, t.options, t.status, t.result, t.error, t.hint),
+                    *(t.depth, t.parent),
+                )
+            )
         with self._write() as conn:
             self._require_job(conn, job_id)
             conn.executemany(
-                f"INSERT INTO batch_target ({_TARGET_COLS}) VALUES (?,?,?,?,?,?,?,?)", rows
+                f"INSERT INTO batch_target ({_TARGET_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows
             )
             if done or nbytes:
                 conn.execute(
@@ -430,4 +443,5 @@ class BatchStoreMixin(StoreBase):
     @staticmethod
     def _delete_jobs(conn: sqlite3.Connection, ids: list[str]) -> None:
         conn.executemany("DELETE FROM batch_target WHERE job_id = ?", [(i,) for i in ids])
+        conn.executemany("DELETE FROM crawl_seen WHERE job_id = ?", [(i,) for i in ids])
         conn.executemany("DELETE FROM batch_job WHERE id = ?", [(i,) for i in ids])

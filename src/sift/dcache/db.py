@@ -16,6 +16,7 @@ from typing import Final
 from sift.dcache.batch import BatchStoreMixin
 from sift.dcache.codec import DEFAULT_LEVEL
 from sift.dcache.content import ContentCacheMixin, PageEntry, body_digest
+from sift.dcache.crawl import CrawlStoreMixin
 from sift.dcache.schema import connect
 from sift.errors import ConfigError
 
@@ -34,7 +35,7 @@ _COUNTERS: Final = (
 )
 
 
-class DB(ContentCacheMixin, BatchStoreMixin):
+class DB(ContentCacheMixin, BatchStoreMixin, CrawlStoreMixin):
     """One open database. Build it with ``DB.open``; ``close()`` when done."""
 
     @classmethod

@@ -114,7 +114,23 @@ _V2: Final[tuple[str, ...]] = (
     "CREATE INDEX IF NOT EXISTS batch_target_status ON batch_target(job_id, status)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+# Version 3: crawls (docs/crawl.md). A job has a kind ("batch" or "crawl") and, for a crawl,
+# its parameters as JSON; a target its depth and the idx of the page it was found on; and a
+# crawl's seen-set lives here, one row per normalised URL, so a 10,000-page crawl's memory
+# does not grow with it and each URL is enqueued at most once per job.
+_V3: Final[tuple[str, ...]] = (
+    "ALTER TABLE batch_job ADD COLUMN kind TEXT NOT NULL DEFAULT 'batch'",
+    "ALTER TABLE batch_job ADD COLUMN spec TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE batch_target ADD COLUMN depth INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE batch_target ADD COLUMN parent INTEGER",
+    """CREATE TABLE IF NOT EXISTS crawl_seen (
+        job_id TEXT NOT NULL,
+        url    TEXT NOT NULL,
+        PRIMARY KEY (job_id, url)
+    ) WITHOUT ROWID""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -13,6 +13,16 @@ from typing import Any, Final
 import mcp.types as types
 
 from sift.batch.submit import MAX_IDEM_KEY_CHARS
+from sift.crawl.globs import MAX_GLOB_CHARS, MAX_GLOBS
+from sift.crawl.scope import SCOPES
+from sift.crawl.spec import (
+    DEFAULT_MAP_LIMIT,
+    DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_PAGES,
+    MAX_DEPTH,
+    MAX_MAP_LIMIT,
+    MAX_MAX_PAGES,
+)
 from sift.options import (
     ENGINES,
     FORMATS,
@@ -283,6 +293,11 @@ _OUTCOME: Final = {
             "enum": ["pending", "running", "done", "failed", "cancelled"],
         },
         "http_status": {"type": "integer"},
+        "depth": {"type": "integer", "description": "A crawl's page: its link depth."},
+        "parent": {
+            "anyOf": [{"type": "integer"}, {"type": "null"}],
+            "description": "A crawl's page: idx of the page that linked to it.",
+        },
         # anyOf rather than a list of types: portable to single-type schema dialects.
         "title": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "final_url": {"type": "string"},
@@ -357,7 +372,125 @@ BATCH_RESULTS_TOOL: Final = types.Tool(
     ),
 )
 
-TOOLS: Final = (FETCH_TOOL, BATCH_SUBMIT_TOOL, BATCH_STATUS_TOOL, BATCH_RESULTS_TOOL)
+_SCOPE: Final = {
+    "type": "string",
+    "enum": list(SCOPES),
+    "default": "prefix",
+    "description": "prefix (default): the start URL's host, at its path and below; host: the "
+    "whole host; domain: the host without www. and every subdomain.",
+}
+_GLOBS: Final = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_GLOB_CHARS},
+    "maxItems": MAX_GLOBS,
+    "description": "URL path globs: * within a segment, ** across segments; a glob not "
+    "starting with / matches at any depth (e.g. '/docs/**', '*.html').",
+}
+_SITEMAP: Final = {
+    "type": "boolean",
+    "default": True,
+    "description": "Also use the site's sitemaps (robots.txt Sitemap lines, /sitemap.xml).",
+}
+
+CRAWL_TOOL: Final = types.Tool(
+    name="crawl",
+    title="Crawl a site section",
+    description=(
+        "Start a crawl in the background: fetch the start URL, then the pages it links to "
+        "(and the site's sitemap URLs) within the scope, breadth first, politely (robots.txt, "
+        "per-host limits). It is a batch job: returns at once with the job id; follow it with "
+        "batch_status and read the pages with batch_results (each outcome has its depth and "
+        "the idx of the page linking to it). The same idempotency_key returns the same job."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": _URL,
+            "max_pages": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_MAX_PAGES,
+                "default": DEFAULT_MAX_PAGES,
+                "description": "Pages at most (capped by your class's targets-per-job limit).",
+            },
+            "max_depth": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_DEPTH,
+                "default": DEFAULT_MAX_DEPTH,
+                "description": "Links followed from the start page (0: only the start page).",
+            },
+            "scope": _SCOPE,
+            "include": _GLOBS,
+            "exclude": _GLOBS,
+            "sitemap": _SITEMAP,
+            "idempotency_key": BATCH_SUBMIT_TOOL.input_schema["properties"]["idempotency_key"],
+            "options": BATCH_SUBMIT_TOOL.input_schema["properties"]["options"],
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    output_schema=BATCH_SUBMIT_TOOL.output_schema,
+    annotations=types.ToolAnnotations(
+        title="Crawl a site section",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=True,
+    ),
+)
+
+MAP_TOOL: Final = types.Tool(
+    name="map",
+    title="List a site's URLs",
+    description=(
+        "The URLs of a site found quickly, without fetching every page: the start page's "
+        "links and the site's sitemaps, within the scope. Use it to choose pages before "
+        "fetching them, or to size a crawl."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": _URL,
+            "scope": _SCOPE,
+            "include": _GLOBS,
+            "exclude": _GLOBS,
+            "sitemap": _SITEMAP,
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_MAP_LIMIT,
+                "default": DEFAULT_MAP_LIMIT,
+                "description": "URLs at most.",
+            },
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {
+            "url": {"type": "string"},
+            "urls": {"type": "array", "items": {"type": "string"}},
+            "count": {"type": "integer"},
+            "truncated": {"type": "boolean", "description": "More URLs than limit were found."},
+            "complete": {"type": "boolean", "description": "false: stopped at the time limit."},
+        },
+        "required": ["url", "urls", "count", "truncated", "complete"],
+    },
+    annotations=types.ToolAnnotations(
+        title="List a site's URLs", read_only_hint=True, idempotent_hint=True, open_world_hint=True
+    ),
+)
+
+TOOLS: Final = (
+    FETCH_TOOL,
+    BATCH_SUBMIT_TOOL,
+    BATCH_STATUS_TOOL,
+    BATCH_RESULTS_TOOL,
+    CRAWL_TOOL,
+    MAP_TOOL,
+)
 
 
 def input_schema(name: str) -> dict[str, Any] | None:

@@ -28,6 +28,10 @@ import mcp.types as types
 
 from sift.batch.jobs import BatchJobs
 from sift.batch.submit import check_idem_key
+from sift.crawl.crawler import Crawler
+from sift.crawl.map import map_site
+from sift.crawl.spec import parse_map
+from sift.crawl.submit import submit_crawl
 from sift.errors import BadRequest, SiftError
 from sift.jsonio import dumps, loads
 from sift.mcp.schema import (
@@ -73,7 +77,7 @@ Handler = Callable[[Principal, dict[str, Any]], Awaitable[types.CallToolResult]]
 
 
 class SiftTools:
-    """The four tools over a core that may appear later (the API builds it in its lifespan).
+    """The tools over a core that may appear later (the API builds it in its lifespan).
 
     ``default_max_bytes`` is what ``fetch`` returns when the caller does not say (lowered to
     the caller's class cap); ``clock`` gives unix seconds for the batch store.
@@ -94,6 +98,8 @@ class SiftTools:
             "batch_submit": self.batch_submit,
             "batch_status": self.batch_status,
             "batch_results": self.batch_results,
+            "crawl": self.crawl,
+            "map": self.map,
         }
         assert set(self._handlers) == {t.name for t in TOOLS}
 
@@ -176,6 +182,30 @@ class SiftTools:
                 "next_offset": page["next_offset"],
             }
         )
+
+    async def crawl(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        core = self._core()
+        body = {k: v for k, v in args.items() if k != "idempotency_key"}
+        if "options" in body:
+            body["options"] = _batch_options(body["options"])
+        key = args.get("idempotency_key")
+        if key is None:
+            idem = "sift-mcp-crawl-" + default_idem_key([], body).removeprefix("sift-mcp-")
+        else:
+            idem = _idem_key(key, [], {})
+        view, created = await submit_crawl(
+            core.jobs, core.service, principal, idem, body, self._now()
+        )
+        return structured_result({**compact_job(view), "created": created})
+
+    async def map(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        core = self._core()
+        spec = parse_map(args)
+        with core.service.inflight.hold(principal):
+            result = await map_site(
+                Crawler(core.jobs.store, core.service), core.service, principal, spec
+            )
+        return structured_result(result)
 
     def _now(self) -> int:
         return int(self._clock())
@@ -340,6 +370,8 @@ def compact_job(view: Mapping[str, Any]) -> dict[str, Any]:
 def compact_outcome(item: Mapping[str, Any]) -> dict[str, Any]:
     """One target without its content: enough to decide what to read or retry."""
     out: dict[str, Any] = {"idx": item["idx"], "url": item["url"], "status": item["status"]}
+    if "depth" in item:  # a crawl's page
+        out["depth"], out["parent"] = item["depth"], item["parent"]
     result = item.get("result")
     if isinstance(result, dict):
         out["http_status"] = result["status"]

@@ -1,0 +1,244 @@
+"""The batch runners' hook for crawl jobs: after a page is fetched, grow the job.
+
+Both runners (``BatchRunner``, ``ClusterRunner``) call ``after_page`` for every successful
+fetch of a crawl target, after the fetch slot is given back and before the outcome is
+written: the job can then never look finished while links of a fetched page are still to
+be appended, and discovery never holds a fetch slot (it must not starve them).
+
+``after_page``:
+
+1. The final URL after redirects must be in scope too: a redirect off scope is recorded
+   (warning ``redirected_off_scope`` in the stored envelope) and its links are not followed.
+   An in-scope final URL is marked seen, so a page reached by a redirect is not fetched a
+   second time under its own URL.
+2. Below ``max_depth``, the links of an HTML page (``links.page_links``, run in a thread:
+   parsing is CPU) and, for the start page with ``sitemap``, the site's sitemaps.
+3. Each URL through the ``Frontier``; the survivors are appended in one store operation
+   (``append_crawl_targets``), which skips those already seen and stops at ``max_pages``.
+
+The body is the one the service just fetched (``Service.recent_bodies``, bounded), else read
+from the content cache by the envelope's digest; a page the cache has already evicted again
+yields no links, and a warning in the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final
+
+from sift.batch.store import BatchStore
+from sift.crawl import sitemap
+from sift.crawl.frontier import Frontier
+from sift.crawl.links import page_links
+from sift.crawl.spec import CrawlSpec
+from sift.dcache import DB
+from sift.errors import SiftError
+from sift.fetch import RobotsChecker, validate_url
+from sift.jsonio import loads
+from sift.principal import Principal
+from sift.service import Service
+
+log = logging.getLogger("sift.crawl")
+
+MAX_LINKS_PER_PAGE: Final = 5000
+HTML_TYPES: Final = frozenset({"text/html", "application/xhtml+xml"})
+OFF_SCOPE_WARNING: Final = "redirected_off_scope"
+# Crawl jobs whose parameters are kept in memory (the cluster runner looks them up by id).
+MAX_REMEMBERED_JOBS: Final = 1024
+# URLs known to be in a crawl's seen-set, over all crawls: a page's links to pages already
+# enqueued (its site's navigation, mostly) then cost no store round trip. Only a shortcut:
+# the seen-set in the store decides; this memory is bounded whatever the crawls' sizes.
+MAX_REMEMBERED_SEEN: Final = 50_000
+# Pages up to this size are parsed on the event loop (a thread hand-off costs more than the
+# parse); larger ones in a thread, so the loop never stalls on a big page.
+INLINE_PARSE_BYTES: Final = 32 << 10
+
+
+def is_html(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
+
+
+class Crawler:
+    """One per runner. Holds each live crawl's frontier (parameters, compiled globs, hosts
+    judged) and which crawls are full; the seen-set itself lives in the store."""
+
+    def __init__(
+        self, store: BatchStore, service: Service, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._store = store
+        self._service = service
+        self._clock = clock
+        self._specs: OrderedDict[str, CrawlSpec | None] = OrderedDict()
+        self._frontiers: OrderedDict[tuple[str, str], Frontier] = OrderedDict()
+        self._full: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+    async def spec_of(self, job_id: str) -> CrawlSpec | None:
+        """The crawl parameters of ``job_id`` (None for a batch job or a job gone)."""
+        if job_id in self._specs:
+            self._specs.move_to_end(job_id)
+            return self._specs[job_id]
+        job = await self._store.batch_job(job_id)
+        spec = CrawlSpec.from_json(job.spec) if job is not None and job.kind == "crawl" else None
+        self._remember(self._specs, job_id, spec)
+        return spec
+
+    @staticmethod
+    def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        cache[key] = value
+        if len(cache) > MAX_REMEMBERED_JOBS:
+            cache.popitem(last=False)
+
+    def frontier(self, job_id: str, spec: CrawlSpec, principal: Principal) -> Frontier:
+        key = (job_id, principal.name)
+        f = self._frontiers.get(key)
+        if f is None:
+            policy = self._policy(principal)
+            fetcher = self._service.fetcher
+            f = Frontier(
+                validate_url(spec.url),
+                spec.scope,
+                spec.include,
+                spec.exclude,
+                lambda url: fetcher.check_url(url, policy),
+            )
+            self._remember(self._frontiers, key, f)
+        return f
+
+    def _policy(self, principal: Principal) -> Any:
+        limits = self._service.settings.classes.get(principal.caller_class)
+        return self._service.policy_for(principal, limits.timeout_s)
+
+    def _robots(self, principal: Principal, spec: CrawlSpec) -> RobotsChecker | None:
+        if spec.options.get("robots") is False:
+            return None
+        return self._service.robots_checker(principal)
+
+    async def after_page(
+        self,
+        job_id: str,
+        spec: CrawlSpec,
+        principal: Principal,
+        idx: int,
+        depth: int,
+        url: str,
+        envelope: dict[str, Any],
+    ) -> int:
+        """Discover from one fetched page and append what is new; the number appended.
+        May add the off-scope warning to ``envelope`` (it is stored after)."""
+        frontier = self.frontier(job_id, spec, principal)
+        final_url = str(envelope.get("final_url") or url)
+        if final_url != url:  # redirected (a target's own URL was in scope when enqueued)
+            final = frontier.normal(final_url)
+            if final is None or not frontier.scope.allows(final):
+                warnings = envelope.setdefault("warnings", [])
+                if isinstance(warnings, list):
+                    warnings.append(OFF_SCOPE_WARNING)
+                return 0
+            final_url = final.url
+        if job_id in self._full or depth >= spec.max_depth:
+            return 0
+        found: list[str] = []
+        if 200 <= int(envelope.get("status", 0)) < 300 and is_html(
+            str(envelope.get("content_type", ""))
+        ):
+            found += await self.page_links(envelope, final_url)
+        if idx == 0 and spec.sitemap:
+            found += await self.sitemap_urls(frontier, principal, spec)
+        admitted: dict[str, Any] = {}
+        for u in found:
+            t = frontier.admit(u)
+            if t is not None and t.url not in admitted and (job_id, t.url) not in self._seen:
+                admitted[t.url] = t
+        seen = [final_url] if final_url != url and (job_id, final_url) not in self._seen else []
+        if not admitted and not seen:
+            return 0
+        urls = await frontier.permitted(
+            admitted.values(),
+            self._service.fetcher,
+            self._policy(principal),
+            self._robots(principal, spec),
+        )
+        added, total = await self._store.append_crawl_targets(
+            job_id,
+            urls,
+            options=spec.options_json(),
+            depth=depth + 1,
+            parent=idx,
+            max_total=spec.max_pages,
+            now=int(self._clock()),
+            seen=seen,
+        )
+        if total >= spec.max_pages:
+            self._remember(self._full, job_id, None)
+        else:  # every URL sent is in the seen-set now (only a full job stops short)
+            for u in (*urls, *seen):
+                self._seen[(job_id, u)] = None
+            while len(self._seen) > MAX_REMEMBERED_SEEN:
+                self._seen.popitem(last=False)
+        return added
+
+    async def page_links(self, envelope: dict[str, Any], page_url: str) -> list[str]:
+        """The followable links of a fetched HTML page (its body read from the cache)."""
+        digest = envelope.get("digest")
+        if not isinstance(digest, str):
+            return []
+        body = self._service.recent_bodies.get(digest)
+        if body is None:
+            body = await self._service.adb.run(DB.get_body, digest, int(self._clock()))
+        if body is None:
+            log.warning("crawl: the body of %s left the cache before its links were read", page_url)
+            return []
+        if len(body) <= INLINE_PARSE_BYTES:
+            return page_links(body, page_url, MAX_LINKS_PER_PAGE)
+        return await asyncio.to_thread(page_links, body, page_url, MAX_LINKS_PER_PAGE)
+
+    async def sitemap_urls(
+        self, frontier: Frontier, principal: Principal, spec_like: Any
+    ) -> list[str]:
+        """Page URLs of the start host's sitemaps: robots.txt ``Sitemap:`` lines (when
+        robots.txt is obeyed) and ``/sitemap.xml``, through sitemap indexes."""
+        start = validate_url(spec_like.url)
+        policy = self._policy(principal)
+        robots = (
+            self._service.robots_checker(principal)
+            if getattr(spec_like, "options", {}).get("robots") is not False
+            else None
+        )
+        roots: list[str] = []
+        if robots is not None:
+            try:
+                rules = await robots.rules(start.origin)
+                if rules.parser is not None:
+                    roots += [str(s) for s in rules.parser.sitemaps]
+            except SiftError:
+                pass
+        roots.append(start.origin + "/sitemap.xml")
+        fetcher = self._service.fetcher
+
+        def follow(url: str) -> bool:
+            t = frontier.normal(url)
+            return t is not None and frontier.scope.allows_host(t)
+
+        async def fetch(url: str) -> bytes | None:
+            if not follow(url):
+                return None
+            try:
+                result = await fetcher.fetch(url, policy, robots=robots, allow_truncation=True)
+            except SiftError:
+                return None
+            return result.body if 200 <= result.status < 300 else None
+
+        return await sitemap.collect(
+            fetch, roots, follow=follow, max_bytes=policy.max_download_bytes
+        )
+
+
+def options_of(target_options: str) -> dict[str, Any]:
+    """A stored target's options JSON as a dict."""
+    value = loads(target_options)
+    return value if isinstance(value, dict) else {}
