@@ -62,6 +62,12 @@ class BatchJobView(BaseModel):
     expires_at: int = Field(description="Unix seconds when the job is deleted unless touched.")
 
 
+class BatchJobList(BaseModel):
+    """The caller's newest jobs, newest first; other callers' jobs never appear."""
+
+    items: list[BatchJobView]
+
+
 class BatchItem(BaseModel):
     """One target: ``result`` when done, ``error`` when failed or cancelled."""
 

@@ -21,6 +21,9 @@ from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
 
 MAX_PAGE_LIMIT: Final = 1000
+# Jobs per ``GET /v1/batch`` answer: a caller has at most ``live_jobs`` live ones, and the
+# finished ones it still holds are the newest that matter.
+MAX_LIST_LIMIT: Final = 200
 # Targets read from the store per step while building a page or the NDJSON stream.
 _READ_CHUNK: Final = 100
 
@@ -52,6 +55,22 @@ def _status(
     db.touch_batch_job(job_id, now)
     job.lease = now
     return job_view(job, counts, ttl_s)
+
+
+def _views(
+    db: DB, jobs: list[BatchJob], ttl_s: int, running: dict[str, int]
+) -> list[dict[str, Any]]:
+    """Status views of ``jobs`` (``running``: targets being fetched, by job id); leases are
+    left alone (nothing was read *of* a job: a caller watching its list must not keep
+    every job alive)."""
+    views = []
+    for job in jobs:
+        counts = db.batch_target_counts(job.id) or {}
+        moved = min(running.get(job.id, 0), counts.get("pending", 0))
+        counts["pending"] = counts.get("pending", 0) - moved
+        counts["running"] = counts.get("running", 0) + moved
+        views.append(job_view(job, counts, ttl_s))
+    return views
 
 
 def _cancel(db: DB, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
@@ -118,6 +137,15 @@ class BatchJobs:
         return await self._adb.run(
             _status, job_id, principal.name, now, self.settings.batch.ttl_s, running
         )
+
+    async def list(self, principal: Principal, limit: int) -> list[dict[str, Any]]:
+        """The caller's newest jobs (at most ``limit``, newest first) as status views; other
+        callers' jobs never appear. Moves no lease."""
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise BadRequest(f"limit must be between 1 and {MAX_LIST_LIMIT}")
+        jobs = await self._adb.run(DB.batch_jobs_of, principal.name, limit)
+        running = {job.id: len(self.runner.running(job.id)) for job in jobs}
+        return await self._adb.run(_views, jobs, self.settings.batch.ttl_s, running)
 
     async def cancel(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """Cancel a queued or running job (pending targets never run, running ones are
