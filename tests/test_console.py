@@ -335,7 +335,6 @@ def test_the_wheel_holds_every_console_asset(tmp_path: Path, repo_root: Path) ->
             "pip",
             "wheel",
             "--no-deps",
-            "--no-build-isolation",
             "-q",
             "-w",
             str(tmp_path),
