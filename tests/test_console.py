@@ -33,9 +33,12 @@ from apphelpers import (
     make_settings,
     running_app,
 )
+from sift.batch.jobs import BatchJobs
 from sift.console.markdown import render_markdown
 from sift.console.routes import RENDER_MAX_BYTES
 from sift.console.security import CONSOLE_CSP, DOCS_CSP
+from sift.dcache import DB, AsyncDB, BatchJob
+from sift.principal import Principal
 from upstream import Upstream
 
 STATIC = Path(__file__).resolve().parent.parent / "src" / "sift" / "console" / "static"
@@ -255,9 +258,6 @@ async def test_job_list_is_the_callers_own_newest_first(
 
 
 async def test_job_list_moves_no_lease(tmp_path: Path) -> None:
-    from sift.batch.jobs import BatchJobs
-    from sift.dcache import DB, AsyncDB, BatchJob
-
     settings = make_settings(tmp_path)
     db = DB.open(":memory:")
     adb = AsyncDB(db)
@@ -277,8 +277,6 @@ async def test_job_list_moves_no_lease(tmp_path: Path) -> None:
                 return frozenset()
 
         jobs = BatchJobs(settings, adb, NoRunner())  # type: ignore[arg-type]
-        from sift.principal import Principal
-
         views = await jobs.list(Principal("indexer", "fleet"), 10)
         assert [(v["id"], v["lease"], v["expires_at"]) for v in views] == [
             ("j1", 200, 200 + settings.batch.ttl_s),

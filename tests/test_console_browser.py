@@ -262,6 +262,8 @@ def test_a_failed_targets_error_and_the_ndjson_download(
     closed = f"http://127.0.0.1:{free_port()}/gone"
     job_id = submit_job(page, [upstream.base_url + "/plain", closed])
     page.locator("#job-status .badge.partial").wait_for()
+    row = page.locator("#targets-table tr[data-idx='1']")
+    assert row.locator("code").inner_text() == "connect_failed"
     page.click("[aria-label='Error details of target 1']")
     page.locator("#target-error").wait_for()
     items = api(served, "GET", f"/v1/batch/{job_id}/results", served.fleet_key).json()["items"]
@@ -270,6 +272,7 @@ def test_a_failed_targets_error_and_the_ndjson_download(
     assert page.locator("#target-error .code").inner_text() == "connect_failed"
     assert err["message"] in page.locator("#target-error").inner_text()
     assert err["hint"] in page.locator("#target-error").inner_text()
+    assert err["hint"] in row.inner_text()  # the table says what to do too
     # results.ndjson: fetched with the key, saved as a file, byte for byte the API's.
     with page.expect_download() as info:
         page.click("#job-download")

@@ -87,7 +87,8 @@ export class JobPage {
     if (t.error) {
       return [h("code", {}, t.error.code), " ",
         h("button", { type: "button", class: "secondary", "aria-label": `Error details of target ${t.idx}`,
-          onclick: () => this.showError(t) }, "Error details")];
+          onclick: () => this.showError(t) }, "Error details"),
+        h("div", { class: "small muted" }, t.error.hint)];
     }
     return "–";
   }
