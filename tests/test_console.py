@@ -14,6 +14,7 @@ The browser tests are in test_console_browser.py.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import subprocess
 import sys
@@ -93,7 +94,10 @@ async def env(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Upstream
         up.page("/a", "<html><body><article><h1>A</h1><p>" + "words " * 80 + "</p></article>")
         up.page("/b", "plain text body", content_type="text/plain")
         settings = make_settings(tmp_path, upstream_port=up.port)
-        async with running_app(settings) as base, httpx.AsyncClient(base_url=base) as client:
+        async with (
+            running_app(settings) as base,
+            httpx.AsyncClient(base_url=base, timeout=60) as client,  # a render worker starts
+        ):
             yield client, up
 
 
@@ -208,6 +212,23 @@ async def test_render_is_bounded_and_checked(env: tuple[httpx.AsyncClient, Upstr
     # The refusal leaves the server working.
     r = await client.post("/console/render", json={"markdown": "ok"}, headers=h)
     assert r.json() == {"html": "<p>ok</p>\n"}
+
+
+async def test_a_render_past_its_time_limit_is_killed(tmp_path: Path) -> None:
+    base = make_settings(tmp_path)
+    quick = dataclasses.replace(base.classes.restricted, render_timeout_s=2.0)
+    settings = dataclasses.replace(
+        base, classes=dataclasses.replace(base.classes, restricted=quick)
+    )
+    h = auth(RESTRICTED_KEY)
+    async with running_app(settings) as url, httpx.AsyncClient(base_url=url, timeout=60) as client:
+        # A megabyte of "[" takes markdown-it-py tens of seconds: far past 2 s.
+        r = await client.post("/console/render", json={"markdown": "[" * (1 << 20)}, headers=h)
+        assert r.status_code == 504
+        assert r.json()["error"]["code"] == "render_timeout"
+        # The killed worker is replaced: the next render works.
+        r = await client.post("/console/render", json={"markdown": "*ok*"}, headers=h)
+        assert r.json() == {"html": "<p><em>ok</em></p>\n"}
 
 
 # -- GET /v1/batch --------------------------------------------------------------------------

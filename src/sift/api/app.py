@@ -29,7 +29,7 @@ from sift.api.schema import ERROR_RESPONSES, Health
 from sift.api.stats_routes import install_stats_routes
 from sift.browser import Browser
 from sift.config import Settings
-from sift.console import install_console
+from sift.console.routes import install_console
 from sift.dcache import DB, AsyncDB
 from sift.errors import RenderUnavailable, Unauthorized
 from sift.fetch import Fetcher

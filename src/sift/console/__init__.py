@@ -1,5 +1,6 @@
-"""The web console: a browser front end over the public API, served by ``sift serve``."""
+"""The web console: a browser front end over the public API, served by ``sift serve``.
 
-from sift.console.routes import install_console
-
-__all__ = ["install_console"]
+``console.routes.install_console`` adds it to the app. This package imports nothing itself:
+render workers unpickle ``console.markdown.render_markdown`` and must not pay for the web
+stack's imports.
+"""

@@ -4,7 +4,8 @@
 - ``GET /console/whoami`` — who the request's key is (name, class, anonymous), so the page
   can say so; the key is checked exactly as the API checks it;
 - ``POST /console/render`` — ``{"markdown", "base_url"?}`` → ``{"html"}``, sanitised
-  (``console/markdown.py``), for showing fetched markdown as HTML;
+  (``console/markdown.py``), for showing fetched markdown as HTML; rendered in the render
+  pool under a time limit (``504 render_timeout`` past it);
 - ``GET /docs`` — Swagger UI from the ``fastapi-offline`` package's copy
   (``/docs/assets/…``), never a CDN. (ReDoc is not served: its bundle reaches for a logo
   on its vendor's CDN, and one offline API browser is enough.)
@@ -16,9 +17,9 @@ Assets are read from the package once, when the app is built, and served from me
 
 from __future__ import annotations
 
-import asyncio
 import mimetypes
 from importlib import resources
+from pathlib import PurePosixPath
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
@@ -32,9 +33,13 @@ from sift.errors import BadRequest, NotFound
 from sift.jsonio import dumps
 from sift.principal import ANONYMOUS
 
-# Markdown the render helper accepts: the largest slice any class may be handed (1 MiB by
-# default) plus JSON escaping; rendering that takes tens of milliseconds, off the loop.
+# The render helper's request body: the largest slice any class may be handed (1 MiB by
+# default) with room for JSON escaping. Markdown parsing is superlinear on hostile input (a
+# megabyte of "[" takes markdown-it-py tens of seconds), so the render also runs in the
+# render pool's killable workers, at most RENDER_TIMEOUT_S (or the class's render time
+# limit, if lower).
 RENDER_MAX_BYTES: Final = 4 << 20
+RENDER_TIMEOUT_S: Final = 5.0
 # The files of fastapi-offline's ``static`` folder that /docs uses.
 DOCS_ASSETS: Final = ("swagger-ui-bundle.js", "swagger-ui.css")
 
@@ -48,7 +53,7 @@ _TYPES: Final = {
 
 
 def _content_type(name: str) -> str:
-    suffix = name[name.rfind(".") :]
+    suffix = PurePosixPath(name).suffix
     return _TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
 
@@ -98,7 +103,7 @@ def install_console(app: FastAPI) -> None:
         )
 
     async def render(request: Request) -> Response:
-        authenticate(request.app.state.keys, request.headers.get("authorization"))
+        principal = authenticate(request.app.state.keys, request.headers.get("authorization"))
         body = await read_json(request, RENDER_MAX_BYTES)
         text = body.get("markdown") if isinstance(body, dict) else None
         base = body.get("base_url") if isinstance(body, dict) else None
@@ -107,7 +112,10 @@ def install_console(app: FastAPI) -> None:
                 'send {"markdown": string, "base_url"?: string}',
                 hint="The console sends the content of a fetch envelope here.",
             )
-        html = await asyncio.to_thread(render_markdown, text, base)
+        limits = request.app.state.settings.classes.get(principal.caller_class)
+        timeout_s = min(RENDER_TIMEOUT_S, limits.render_timeout_s)
+        pool = request.app.state.service.render_pool
+        html = await pool.run(render_markdown, text, base, timeout_s=timeout_s)
         return _json({"html": html})
 
     async def swagger() -> Response:

@@ -60,21 +60,41 @@ export class ContentView {
     this.container = container;
     this.more = more;
     this.id = idPrefix;
-    this.text = "";
+    this.slices = []; // [{text, html | null, error | null}], one per slice read
     this.env = null;
   }
 
+  get text() {
+    return this.slices.map((s) => s.text).join("");
+  }
+
   async show(env) {
-    this.text = env.content;
+    this.slices = [{ text: env.content, html: null, error: null }];
     this.env = env;
     await this.draw();
   }
 
   async readOn() {
     const next = await this.more(this.env);
-    this.text += next.content;
+    this.slices.push({ text: next.content, html: null, error: null });
     this.env = next;
     await this.draw();
+  }
+
+  // Each slice is rendered once, on its own: slices end at paragraph or line boundaries,
+  // and the server's render stays bounded by one slice (the class's output cap).
+  async renderSlices() {
+    for (const slice of this.slices) {
+      if (slice.html !== null || slice.error !== null) continue;
+      try {
+        const out = await api("POST", "/console/render", {
+          body: { markdown: slice.text, base_url: this.env.final_url },
+        });
+        slice.html = out.html;
+      } catch (err) {
+        slice.error = err;
+      }
+    }
   }
 
   async draw() {
@@ -97,6 +117,7 @@ export class ContentView {
           }
         } }, "Read on")
       : null;
+    if (markdown) await this.renderSlices();
     replace(
       this.container,
       h("div", { class: "card" }, fieldsOf(env, shown)),
@@ -111,8 +132,13 @@ export class ContentView {
           h("pre", { class: "raw", id: `${id}-raw`, tabindex: "0", "aria-label": "Raw content" }, this.text))),
     );
     if (markdown) {
-      const out = await api("POST", "/console/render", { body: { markdown: this.text, base_url: env.final_url } });
-      setSanitisedHTML(rendered, out.html);
+      for (const slice of this.slices) {
+        const part = h("div", { class: "slice" });
+        if (slice.html !== null) setSanitisedHTML(part, slice.html);
+        else showError(part, slice.error);
+        if (slice.error) part.className = "error";
+        rendered.append(part);
+      }
     }
   }
 }
