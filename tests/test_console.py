@@ -354,6 +354,8 @@ def test_the_wheel_holds_every_console_asset(tmp_path: Path, repo_root: Path) ->
             "pip",
             "wheel",
             "--no-deps",
+            "--no-build-isolation",  # with the venv's setuptools: no download (loopback only)
+            "--no-index",
             "-q",
             "-w",
             str(tmp_path),
