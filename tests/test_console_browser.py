@@ -294,7 +294,14 @@ def test_cancel_a_job(fleet: tuple[Any, Watch], served: Served, upstream: SyncUp
     page.locator("#job-status .badge.running").wait_for()
     cancel = page.locator("#job-cancel")
     assert cancel.is_enabled()
-    cancel.click()
+    # By keyboard: the live view redraws every second, and focus must stay on the button.
+    cancel.focus()
+    for _ in range(2):
+        with page.expect_response(lambda r: r.url.endswith(f"/v1/batch/{job_id}")):
+            pass
+    page.locator("#job-status .badge.running").wait_for()
+    assert page.evaluate("() => document.activeElement.id") == "job-cancel"
+    page.keyboard.press("Enter")
     page.locator("#job-status .badge.cancelled").wait_for()
     assert page.locator("#job-cancel").is_disabled()
     view = api(served, "GET", f"/v1/batch/{job_id}", served.fleet_key).json()

@@ -39,6 +39,17 @@ export function replace(el, ...children) {
   return el;
 }
 
+// Redraw with fn() while keeping keyboard focus: polling redraws a live view every second,
+// and a keyboard user on its "Cancel job" button must still be on it afterwards.
+export function keepingFocus(fn) {
+  const id = document.activeElement && document.activeElement.id;
+  fn();
+  if (id && document.activeElement !== document.getElementById(id)) {
+    const again = document.getElementById(id);
+    if (again) again.focus();
+  }
+}
+
 export function setSanitisedHTML(el, html) {
   el.innerHTML = html; // sanitised server-side by nh3; scripts could not run anyway (CSP)
 }

@@ -2,7 +2,7 @@
 // cancel, and results.ndjson as a download (fetched with the key, saved from a Blob).
 
 import { api, apiRaw } from "./api.js";
-import { $, badge, bytes, h, num, replace, showError, when } from "./dom.js";
+import { $, badge, bytes, h, keepingFocus, num, replace, showError, when } from "./dom.js";
 import { ContentView } from "./envelope.js";
 import { LIVE, progressOf } from "./jobs.js";
 
@@ -28,7 +28,7 @@ export class JobPage {
     const page = await api("GET", this.path(`/results?offset=${this.offset}&limit=${PAGE}`));
     this.items = page.items;
     this.next = page.next_offset;
-    this.draw();
+    keepingFocus(() => this.draw());
     return LIVE.has(this.job.status);
   }
 
@@ -66,7 +66,7 @@ export class JobPage {
   }
 
   targetsTable() {
-    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Targets" },
+    return h("div", { class: "table-wrap", id: "targets-wrap", tabindex: "0", role: "region", "aria-label": "Targets" },
       h("table", { class: "list", id: "targets-table" },
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "#"), h("th", { scope: "col" }, "Status"),
@@ -81,12 +81,12 @@ export class JobPage {
   outcome(t) {
     if (t.result) {
       return [`${t.result.status} · ${bytes(t.result.total_bytes)} `,
-        h("button", { type: "button", class: "secondary", "aria-label": `View the result of target ${t.idx}`,
+        h("button", { type: "button", class: "secondary", id: `target-${t.idx}-view`, "aria-label": `View the result of target ${t.idx}`,
           onclick: () => this.showResult(t) }, "View result")];
     }
     if (t.error) {
       return [h("code", {}, t.error.code), " ",
-        h("button", { type: "button", class: "secondary", "aria-label": `Error details of target ${t.idx}`,
+        h("button", { type: "button", class: "secondary", id: `target-${t.idx}-error`, "aria-label": `Error details of target ${t.idx}`,
           onclick: () => this.showError(t) }, "Error details"),
         h("div", { class: "small muted" }, t.error.hint)];
     }
@@ -97,10 +97,10 @@ export class JobPage {
     const total = this.job.targets_total;
     const last = Math.min(this.offset + this.items.length, total);
     return h("div", { class: "pager" },
-      h("button", { type: "button", class: "secondary", disabled: this.offset === 0,
+      h("button", { type: "button", class: "secondary", id: "page-prev", disabled: this.offset === 0,
         onclick: () => { this.offset = Math.max(0, this.offset - PAGE); this.refresh(); } }, "Previous"),
       h("span", {}, `${total === 0 ? 0 : this.offset + 1}–${last} of ${num(total)}`),
-      h("button", { type: "button", class: "secondary", disabled: this.next === null,
+      h("button", { type: "button", class: "secondary", id: "page-next", disabled: this.next === null,
         onclick: () => { this.offset = this.next; this.refresh(); } }, "Next"));
   }
 

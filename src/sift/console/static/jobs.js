@@ -1,7 +1,7 @@
 // The caller's batch jobs: submit from a textarea, a live list with progress bars.
 
 import { api } from "./api.js";
-import { $, badge, h, num, replace, showError, when } from "./dom.js";
+import { $, badge, h, keepingFocus, num, replace, showError, when } from "./dom.js";
 
 export const LIVE = new Set(["queued", "running"]);
 
@@ -51,19 +51,19 @@ export async function drawJobs() {
     replace(list, h("p", { class: "muted", id: "jobs-empty" }, "No jobs yet."));
     return false;
   }
-  replace(
+  keepingFocus(() => replace(
     list,
-    h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": "Your jobs" },
+    h("div", { class: "table-wrap", id: "jobs-wrap", tabindex: "0", role: "region", "aria-label": "Your jobs" },
       h("table", { class: "list", id: "jobs-table" },
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Status"),
           h("th", { scope: "col" }, "Progress"), h("th", { scope: "col", class: "hide-narrow" }, "Created"))),
         h("tbody", {}, items.map((job) => h("tr", { "data-job": job.id },
-          h("td", {}, h("a", { href: `#/jobs/${job.id}`, class: "mono" }, job.id.slice(0, 10))),
+          h("td", {}, h("a", { href: `#/jobs/${job.id}`, id: `job-link-${job.id}`, class: "mono", "aria-label": `Job ${job.id}` }, job.id.slice(0, 10))),
           h("td", {}, badge(job.status)),
           h("td", {}, progressOf(job), " ", `${num(job.targets_done)}/${num(job.targets_total)}`),
           h("td", { class: "hide-narrow" }, when(job.created_at)),
         ))))),
-  );
+  ));
   return items.some((job) => LIVE.has(job.status));
 }
