@@ -502,6 +502,7 @@ def test_every_control_is_labelled_and_keyboard_reachable(
     page.click("#signout")
     page.locator("#page-signin").wait_for()
     assert page.evaluate("sessionStorage.getItem('sift.key')") is None
+    shot(page, "signin")
     _check_page(page, "signin")
 
 
