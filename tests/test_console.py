@@ -34,12 +34,10 @@ from apphelpers import (
     make_settings,
     running_app,
 )
-from sift.batch.jobs import BatchJobs
 from sift.console.markdown import render_markdown
 from sift.console.routes import RENDER_MAX_BYTES
 from sift.console.security import CONSOLE_CSP, DOCS_CSP
-from sift.dcache import DB, AsyncDB, BatchJob
-from sift.principal import Principal
+from sift.dcache import DB, BatchJob
 from upstream import Upstream
 
 STATIC = Path(__file__).resolve().parent.parent / "src" / "sift" / "console" / "static"
@@ -278,34 +276,23 @@ async def test_job_list_is_the_callers_own_newest_first(
     assert (await client.get("/v1/batch")).status_code == 401
 
 
-async def test_job_list_moves_no_lease(tmp_path: Path) -> None:
-    settings = make_settings(tmp_path)
+def test_listing_jobs_reads_newest_first_and_moves_no_lease() -> None:
     db = DB.open(":memory:")
-    adb = AsyncDB(db)
     try:
-        for i, created in enumerate((100, 200)):
-            db.create_batch_job(
-                BatchJob(
-                    f"j{i}", "indexer", "fleet", f"k{i}", "done", "", 0, 0, created, created, 0
-                )
-            )
-        db.create_batch_job(
-            BatchJob("x", "agent", "restricted", "k", "done", "", 0, 0, 300, 300, 0)
-        )
-
-        class NoRunner:
-            def running(self, job_id: str) -> frozenset[int]:
-                return frozenset()
-
-        jobs = BatchJobs(settings, adb, NoRunner())  # type: ignore[arg-type]
-        views = await jobs.list(Principal("indexer", "fleet"), 10)
-        assert [(v["id"], v["lease"], v["expires_at"]) for v in views] == [
-            ("j1", 200, 200 + settings.batch.ttl_s),
-            ("j0", 100, 100 + settings.batch.ttl_s),
-        ]
-        assert [db.batch_job(i).lease for i in ("j0", "j1", "x")] == [100, 200, 300]  # type: ignore[union-attr]
+        rows = [("j0", "indexer", 100), ("j1", "indexer", 200), ("j2", "indexer", 200)]
+        for job_id, caller, at in [*rows, ("x", "agent", 300)]:
+            cls = "fleet" if caller == "indexer" else "restricted"
+            db.create_batch_job(BatchJob(job_id, caller, cls, "k", "done", "", 0, 0, at, at, 0))
+        # Newest first; a tie on created_at goes to the later submission.
+        assert [j.id for j in db.batch_jobs_of("indexer", 10)] == ["j2", "j1", "j0"]
+        assert [j.id for j in db.batch_jobs_of("indexer", 2)] == ["j2", "j1"]
+        assert db.batch_jobs_of("indexer", 0) == []
+        assert [j.id for j in db.batch_jobs_of("agent", 10)] == ["x"]
+        assert db.batch_jobs_of("nobody", 10) == []
+        leases = {i: db.batch_job(i).lease for i in ("j0", "j1", "j2", "x")}  # type: ignore[union-attr]
+        assert leases == {"j0": 100, "j1": 200, "j2": 200, "x": 300}
     finally:
-        await adb.close()
+        db.close()
 
 
 # -- GET /v1/stats --------------------------------------------------------------------------
