@@ -19,6 +19,7 @@ from aiohttp import web
 from apphelpers import fetcher_for, make_settings
 from sift.batch.jobs import BatchJobs
 from sift.batch.runner import BatchRunner
+from sift.batch.sqlitestore import SqliteBatchStore
 from sift.config import BatchSettings, Settings
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
@@ -78,9 +79,10 @@ async def batch_rig(tmp_path: Path, **batch: Any) -> AsyncIterator[Rig]:
     clock = FakeClock()
     pool = RenderPool(1)
     service = Service(settings, adb, fetcher, render_pool=pool, clock=clock)
-    runner = BatchRunner(settings, adb, service, clock=clock, sleep=clock.sleep)
+    store = SqliteBatchStore(adb)
+    runner = BatchRunner(settings, store, service, clock=clock, sleep=clock.sleep)
     try:
-        yield Rig(settings, adb, service, runner, BatchJobs(settings, adb, runner), clock)
+        yield Rig(settings, adb, service, runner, BatchJobs(settings, store, runner), clock)
     finally:
         await runner.stop(0)
         await fetcher.close()

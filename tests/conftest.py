@@ -1,14 +1,44 @@
-"""Project-wide fixtures. Upstream servers live in tests/upstream.py."""
+"""Project-wide fixtures. Upstream servers live in tests/upstream.py, PostgreSQL in
+tests/pgserver.py."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
+from pgserver import PgServer, fresh_database, start_server
+from sift.batch.pgschema import migrate
+
 REPO = Path(__file__).resolve().parent.parent
+PG_TEMPLATE = "sift_template"
 
 
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One PostgreSQL for the session (fails under CI, skips elsewhere, when there is none),
+    with a template database that already holds sift's batch schema."""
+    server = start_server()
+    try:
+        with server.admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{PG_TEMPLATE}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{PG_TEMPLATE}"')
+        with psycopg.connect(server.url(PG_TEMPLATE), autocommit=True) as conn:
+            migrate(conn)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    """The URL of a fresh, migrated database of its own for this test."""
+    with fresh_database(pg_server, PG_TEMPLATE) as url:
+        yield url

@@ -205,7 +205,7 @@ async def test_shutdown_leaves_running_jobs_for_reconcile(tmp_path: Path) -> Non
         await rig.runner.stop(0.05)  # /hang outlives the grace period
         release.set()
         assert (await rig.status(INDEXER, job))["status"] == "running"
-        assert await reconcile(rig.adb, T0 + 9) == 1
+        assert await reconcile(rig.jobs.store, T0 + 9) == 1
         view = await rig.status(INDEXER, job)
         page = json.loads(await rig.jobs.results_page(INDEXER, job, 0, 10, T0 + 9, 1 << 20))
     assert (view["status"], view["error"]) == (

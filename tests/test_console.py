@@ -4,7 +4,8 @@
 - security headers on the console's page, its assets and /docs; /docs is served from the
   package (its assets are here, nothing names another host);
 - /console/whoami and /console/render: authentication as the API's, the render size bound;
-- ``GET /v1/batch`` lists only the caller's jobs, newest first, and moves no lease;
+- ``GET /v1/batch`` lists only the caller's jobs, newest first (the store method, on both
+  backends, in test_dcache_batch.py);
 - ``GET /v1/stats``: refused to restricted callers, exact numbers for a fleet caller;
 - every file of console/static/ is in the wheel (package data).
 
@@ -37,7 +38,6 @@ from apphelpers import (
 from sift.console.markdown import render_markdown
 from sift.console.routes import RENDER_MAX_BYTES
 from sift.console.security import CONSOLE_CSP, DOCS_CSP
-from sift.dcache import DB, BatchJob
 from upstream import Upstream
 
 STATIC = Path(__file__).resolve().parent.parent / "src" / "sift" / "console" / "static"
@@ -274,25 +274,6 @@ async def test_job_list_is_the_callers_own_newest_first(
         assert r.status_code == 422
         assert r.json()["error"]["code"] == "invalid_request"
     assert (await client.get("/v1/batch")).status_code == 401
-
-
-def test_listing_jobs_reads_newest_first_and_moves_no_lease() -> None:
-    db = DB.open(":memory:")
-    try:
-        rows = [("j0", "indexer", 100), ("j1", "indexer", 200), ("j2", "indexer", 200)]
-        for job_id, caller, at in [*rows, ("x", "agent", 300)]:
-            cls = "fleet" if caller == "indexer" else "restricted"
-            db.create_batch_job(BatchJob(job_id, caller, cls, "k", "done", "", 0, 0, at, at, 0))
-        # Newest first; a tie on created_at goes to the later submission.
-        assert [j.id for j in db.batch_jobs_of("indexer", 10)] == ["j2", "j1", "j0"]
-        assert [j.id for j in db.batch_jobs_of("indexer", 2)] == ["j2", "j1"]
-        assert db.batch_jobs_of("indexer", 0) == []
-        assert [j.id for j in db.batch_jobs_of("agent", 10)] == ["x"]
-        assert db.batch_jobs_of("nobody", 10) == []
-        leases = {i: db.batch_job(i).lease for i in ("j0", "j1", "j2", "x")}  # type: ignore[union-attr]
-        assert leases == {"j0": 100, "j1": 200, "j2": 200, "x": 300}
-    finally:
-        db.close()
 
 
 # -- GET /v1/stats --------------------------------------------------------------------------

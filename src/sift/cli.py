@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import logging
 import os
@@ -49,20 +48,12 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config, overrides=overrides)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from sift.api.app import create_app
     from sift.api.auth import KeyRing
+    from sift.api.hostguard import is_loopback_host
     from sift.api.listener import (
         ListenerLimits,
         effective_max_connections,
@@ -73,7 +64,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     host, port = settings.listen_host_port
-    anonymous_allowed = _is_loopback(host) or settings.allow_anonymous_public
+    anonymous_allowed = is_loopback_host(host) or settings.allow_anonymous_public
     if not settings.callers and not anonymous_allowed:
         raise ConfigError(
             f"listen: {settings.listen}: no callers are configured, so every request would be "
@@ -96,6 +87,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise
     bound_port = sock.getsockname()[1]  # the real one, also for port 0
     lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
+    if settings.store.url:
+        from sift.batch.pgschema import prepare
+
+        prepare(settings.store.url)  # a wrong or unreachable URL: exit 2 now, not at a request
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     keys = KeyRing(
         settings.callers,
@@ -383,6 +378,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
             db.close()
     finally:
         lock.release()
+    if settings.store.url:  # batch jobs live in the shared store: report the cluster's
+        from sift.batch.ops import cluster_stats
+
+        st["cluster"] = cluster_stats(settings)
+        st["batch_jobs"] = st["cluster"]["batch_jobs"]
+        st["batch_bytes"] = st["cluster"]["batch_bytes"]
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -403,6 +404,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"batch     {st['batch_jobs']} jobs, {_human(st['batch_bytes'])} of "
         f"{_human(st['batch_max_bytes'])}"
     )
+    if "cluster" in st:
+        c = st["cluster"]
+        print(
+            f"cluster   {c['live_jobs']} live jobs, {c['pending_targets']} pending and "
+            f"{c['running_targets']} running targets, {c['nodes_leasing']} nodes holding leases"
+        )
     print(f"browser   {st['browser_pages']} pages loaded (see docs/browser.md)")
     return 0
 

@@ -131,6 +131,56 @@ class BatchSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    """Where batch jobs live: the embedded SQLite (default) or a shared PostgreSQL."""
+
+    url: str = field(
+        default="",
+        metadata=_doc(
+            "PostgreSQL URL of the batch job store shared by several sift nodes "
+            "(postgresql://user@host/db); empty: the embedded SQLite in data_dir."
+        ),
+    )
+    pool_size: int = field(
+        default=8,
+        metadata=_doc("PostgreSQL connections per node (the pool's maximum)."),
+    )
+    connect_timeout_s: float = field(
+        default=5.0,
+        metadata=_doc(
+            "How long a request waits for a PostgreSQL connection before 503 store_unavailable."
+        ),
+    )
+    lease_s: float = field(
+        default=30.0,
+        metadata=_doc(
+            "PostgreSQL store: a claimed target's lease; a node silent this long loses it and "
+            "another node fetches the target again."
+        ),
+    )
+    renew_s: float = field(
+        default=5.0,
+        metadata=_doc(
+            "PostgreSQL store: how often a node renews its leases and reaps expired ones "
+            "(also how soon a cancel reaches the node fetching the job)."
+        ),
+    )
+    max_stalls: int = field(
+        default=3,
+        metadata=_doc(
+            "PostgreSQL store: a target whose node was lost this many times fails as interrupted."
+        ),
+    )
+    node_id: str = field(
+        default="",
+        metadata=_doc(
+            "PostgreSQL store: this node's label in claims, for operators "
+            "(default host:port:pid); correctness never depends on it."
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class ClassSettings:
     """What one caller class may do. Defaults differ per class: see ``ClassesSettings``."""
 
@@ -425,6 +475,7 @@ class Settings:
     )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=_doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=_doc("[batch]"))
+    store: StoreSettings = field(default_factory=StoreSettings, metadata=_doc("[store]"))
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=_doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=_doc("[egress]"))
     browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=_doc("[browser]"))
@@ -797,6 +848,20 @@ def validate(settings: Settings, where: str) -> None:
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(settings.batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")
+    if settings.store.url and not settings.store.url.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            f"{where}: store.url: expected a postgresql:// URL (or nothing for the embedded "
+            "SQLite store)"
+        )
+    st = settings.store
+    for fname in ("pool_size", "connect_timeout_s", "lease_s", "renew_s", "max_stalls"):
+        if getattr(st, fname) <= 0:
+            raise ConfigError(f"{where}: store.{fname}: must be positive")
+    if st.renew_s * 2 > st.lease_s:
+        raise ConfigError(
+            f"{where}: store.renew_s: must be at most half of store.lease_s ({st.lease_s}), "
+            "or a slow renewal loses the lease of a healthy node"
+        )
     names: set[str] = set()
     digests: set[str] = set()
     for caller in settings.callers:

@@ -9,6 +9,7 @@ code (a test keeps the two in step).
     SiftError (500 internal_error)
     ├── ConfigError            (500 config_error)      bad settings; the CLI exits 2
     ├── StoreError             (500 store_error)       the database cannot be opened or used
+    │   └── StoreUnavailable   (503 store_unavailable) the shared PostgreSQL store is unreachable
     ├── BadRequest             (422 invalid_request)
     │   ├── InvalidUrl         (422 invalid_url)
     │   ├── OffsetOutOfRange   (422 offset_out_of_range)
@@ -89,6 +90,15 @@ class StoreError(SiftError):
     code = "store_error"
     default_hint = (
         "Check that the data directory exists, is writable and holds a valid sift database."
+    )
+
+
+class StoreUnavailable(StoreError):
+    code = "store_unavailable"
+    status = 503
+    default_hint = (
+        "The batch job store (PostgreSQL) cannot be reached right now; retry in a few "
+        "seconds. Finished results are kept there and come back with it."
     )
 
 

@@ -50,6 +50,61 @@ class Metrics:
             buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=r,
         )
+        self.store_backend = Gauge(
+            "sift_store_backend",
+            "The batch store backend (1 for the one in use)",
+            ["backend"],
+            registry=r,
+        )
+        self.fenced_writes = Counter(
+            "sift_batch_fenced_writes",
+            "Late batch writes rejected because the claim's lease was lost (PostgreSQL store)",
+            registry=r,
+        )
+        self.reaped = Counter(
+            "sift_batch_reaped",
+            "Expired batch leases requeued or failed by this node (PostgreSQL store)",
+            registry=r,
+        )
+        self.interrupted = Counter(
+            "sift_batch_interrupted",
+            "Batch targets failed as interrupted after store.max_stalls lost nodes",
+            registry=r,
+        )
+        self.leases_lost = Counter(
+            "sift_batch_leases_lost",
+            "Fetches this node stopped because their lease was gone (reaped after a stall, "
+            "job cancelled or swept)",
+            registry=r,
+        )
+        self.claim_seconds = Histogram(
+            "sift_batch_claim_seconds",
+            "Latency of one claim round trip to the PostgreSQL store",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+            registry=r,
+        )
+        self._seen: dict[str, int] = {}
+
+    def record_store(
+        self, backend: str, counters: dict[str, int], claim_seconds: list[float]
+    ) -> None:
+        """Fold the batch store's own counters (running totals) and the claim latencies
+        gathered since the last call into the exported metrics."""
+        self.store_backend.labels(backend=backend).set(1)
+        for name, counter in (
+            ("fenced_writes", self.fenced_writes),
+            ("reaped", self.reaped),
+            ("interrupted", self.interrupted),
+            ("leases_lost", self.leases_lost),
+        ):
+            value = counters.get(name, 0)
+            delta = value - self._seen.get(name, 0)
+            if delta > 0:
+                counter.inc(delta)
+            self._seen[name] = value
+        for seconds in claim_seconds:
+            self.claim_seconds.observe(seconds)
+        claim_seconds.clear()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

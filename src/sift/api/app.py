@@ -27,6 +27,8 @@ from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
 from sift.api.stats_routes import install_stats_routes
+from sift.batch.openstore import open_store
+from sift.batch.store import BatchStore
 from sift.browser import Browser
 from sift.config import Settings
 from sift.console.routes import install_console
@@ -66,8 +68,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # 1. The database worker thread; 2. the fetcher's connection pools; 3. the service.
+        # 1. The database worker thread and the batch store; 2. the fetcher's connection
+        # pools; 3. the service.
         adb = AsyncDB(db)
+        try:
+            store = await open_store(settings, adb)
+        except BaseException:
+            await adb.close()
+            raise
+        app.state.store = store
         if render_pool is not None:
             render_pool.start()
         pool = render_pool or RenderPool(1, memory_bytes=settings.render_memory_bytes)
@@ -81,7 +90,7 @@ def create_app(
         # Collect first, so no garbage cycle is frozen with it.
         gc.collect()
         gc.freeze()
-        runner = await start_batch(app, settings, adb, app.state.service)
+        runner = await start_batch(app, settings, store, app.state.service)
         if keys.reloadable:  # sift serve: `kill -HUP` (or `sift keys add/remove`) reloads keys
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
         try:
@@ -99,6 +108,7 @@ def create_app(
             await browser.close()
             await fetcher.close()
             pool.close()
+            await store.close()
             await adb.close()
 
     app = SiftApp(
@@ -143,6 +153,9 @@ def create_app(
         broken = await app.state.service.render_pool.check()
         if broken is not None:
             raise RenderUnavailable(f"sift cannot render pages: {broken}")
+        store: BatchStore = app.state.store
+        if store.backend != "sqlite":  # the embedded store is the database just checked
+            await store.check()
         body = {"ok": True, "version": __version__, "browser": browser.state}
         return Response(dumps(body), media_type="application/json")
 
@@ -165,7 +178,22 @@ def create_app(
         stats = await adb.run(DB.stats)
         metrics.cache_bytes.set(stats.get("bytes", 0))
         metrics.cache_evictions.set(stats.get("evictions", 0))
-        metrics.batch_bytes.set(stats.get("batch_bytes", 0))
+        store: BatchStore = app.state.store
+        batch = stats if store.backend == "sqlite" else await store.batch_stats()
+        metrics.batch_bytes.set(batch.get("batch_bytes", 0))
+        work = getattr(store, "work", None)
+        counters: dict[str, int] = {}
+        if work is not None:
+            counters = {
+                "fenced_writes": work.fenced_writes,
+                "reaped": work.reaped,
+                "interrupted": work.interrupted,
+            }
+        runner = app.state.batch.runner
+        latencies: list[float] = getattr(runner, "claim_seconds", [])
+        if hasattr(runner, "leases_lost"):
+            counters["leases_lost"] = runner.leases_lost
+        metrics.record_store(store.backend, counters, latencies)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -26,14 +26,18 @@ from sift.api.batch_schema import (
 from sift.api.fetch_routes import read_json
 from sift.api.schema import ERROR_RESPONSES
 from sift.batch.jobs import MAX_LIST_LIMIT, MAX_PAGE_LIMIT, BatchJobs
+from sift.batch.openstore import make_runner
 from sift.batch.runner import BatchRunner, reconcile
+from sift.batch.store import BatchStore
 from sift.batch.submit import check_idem_key
 from sift.config import Settings
-from sift.dcache import AsyncDB
 from sift.jsonio import dumps
 from sift.options import MAX_INT
 from sift.principal import OPERATOR, Principal
 from sift.service import Service
+
+if TYPE_CHECKING:
+    from sift.batch.cluster import ClusterRunner
 
 log = logging.getLogger("sift.api")
 
@@ -163,15 +167,17 @@ def install_batch_routes(app: FastAPI) -> None:
 
 
 async def start_batch(
-    app: FastAPI, settings: Settings, adb: AsyncDB, service: Service
-) -> BatchRunner:
+    app: FastAPI, settings: Settings, store: BatchStore, service: Service
+) -> BatchRunner | ClusterRunner:
     """Lifespan start-up for batch: reconcile what a previous run left in flight (before the
-    runner starts), then start the runner and publish ``app.state.batch``."""
-    failed = await reconcile(adb, int(time.time()))
-    if failed:
-        log.warning("marked %d batch jobs interrupted by the last shutdown as failed", failed)
+    runner starts; only for a store no other node shares), then start the runner and publish
+    ``app.state.batch``."""
+    if not store.shared:
+        failed = await reconcile(store, int(time.time()))
+        if failed:
+            log.warning("marked %d batch jobs interrupted by the last shutdown as failed", failed)
     # Jobs the local operator submits through the server run as the operator, as in-process.
-    runner = BatchRunner(settings, adb, service, principals={OPERATOR.name: OPERATOR})
-    app.state.batch = BatchJobs(settings, adb, runner)
+    runner = make_runner(settings, store, service, principals={OPERATOR.name: OPERATOR})
+    app.state.batch = BatchJobs(settings, store, runner)
     runner.start()
     return runner

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from sift import __version__
 from sift.api.auth import authenticate
 from sift.api.schema import ERROR_RESPONSES
+from sift.batch.store import BatchStore
 from sift.dcache import DB, AsyncDB
 from sift.errors import Unauthorized
 from sift.jsonio import dumps
@@ -43,7 +44,7 @@ class CacheStats(BaseModel):
 class BatchStats(BaseModel):
     bytes: int = Field(description="Bytes of stored batch results.")
     max_bytes: int = Field(description="The batch store's byte budget.")
-    jobs: int = Field(description="Jobs held, every caller's.")
+    jobs: int = Field(description="Jobs held, every caller's (all nodes', on a shared store).")
     live_jobs: int = Field(description="Queued or running jobs, every caller's.")
 
 
@@ -72,8 +73,10 @@ def install_stats_routes(app: FastAPI) -> None:
                 "operator key of a running sift serve is in DATA_DIR/operator.json.",
             )
         adb: AsyncDB = request.app.state.adb
-        raw = await adb.run(DB.stats)
-        live = await adb.run(DB.live_batch_jobs_total)
+        raw = await adb.run(DB.stats)  # the content cache is this node's
+        store: BatchStore = request.app.state.store  # the batch store may be shared (PostgreSQL)
+        batch = raw if store.backend == "sqlite" else await store.batch_stats()
+        live = await store.live_batch_jobs_total()
         settings = request.app.state.settings
         browser = request.app.state.service.browser
         body: dict[str, Any] = {
@@ -90,9 +93,9 @@ def install_stats_routes(app: FastAPI) -> None:
                 "outcomes": _cache_outcomes(request.app.state.metrics),
             },
             "batch": {
-                "bytes": raw.get("batch_bytes", 0),
+                "bytes": batch.get("batch_bytes", 0),
                 "max_bytes": settings.batch.max_bytes,
-                "jobs": raw.get("batch_jobs", 0),
+                "jobs": batch.get("batch_jobs", 0),
                 "live_jobs": live,
             },
         }

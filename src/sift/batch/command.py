@@ -23,6 +23,7 @@ import secrets
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import IO, Any, Final
 
 from rich.console import Console
@@ -48,7 +49,11 @@ EXIT_INTERRUPTED: Final = 130
 
 def add_batch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``sift batch`` on the CLI's subparsers (``cli.build_parser`` calls this)."""
-    p = sub.add_parser("batch", help="fetch a list of URLs as one batch job")
+    p = sub.add_parser(
+        "batch",
+        help="fetch a list of URLs as one batch job; `sift batch reconcile` fails every live "
+        "job (operator command for a shared PostgreSQL store)",
+    )
     add_settings_args(p)
     p.add_argument(
         "file", metavar="FILE|-", help="URLs, one per line (# comments ok); - reads stdin"
@@ -140,6 +145,8 @@ def exit_code(view: Mapping[str, Any]) -> int:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
+    if args.file == "reconcile" and not Path("reconcile").exists():
+        return _cmd_reconcile(args)
     if args.file == "-":
         urls = read_urls(sys.stdin)
     else:
@@ -200,7 +207,8 @@ async def _run_local(
     settings: Any, urls: list[str], idem: str, out: IO[bytes], console: Console, poll_s: float
 ) -> int:
     from sift.batch.jobs import BatchJobs
-    from sift.batch.runner import BatchRunner, reconcile
+    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.runner import reconcile
     from sift.browser import Browser
     from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
@@ -212,13 +220,16 @@ async def _run_local(
     pool = render_pool(settings)
     pool.start()
     interrupted = False
+    store = None
     try:
-        await reconcile(adb, int(time.time()))
+        store = await open_store(settings, adb)
+        if not store.shared:
+            await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
             browser = Browser(settings.browser, fetcher)  # launched on first use
             service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
-            runner = BatchRunner(settings, adb, service, principals={OPERATOR.name: OPERATOR})
-            jobs = BatchJobs(settings, adb, runner)
+            runner = make_runner(settings, store, service, principals={OPERATOR.name: OPERATOR})
+            jobs = BatchJobs(settings, store, runner)
             view, created = await jobs.submit(OPERATOR, idem, {"targets": urls}, int(time.time()))
             job_id = view["id"]
             if not created:
@@ -242,8 +253,20 @@ async def _run_local(
                 out.write(line)
     finally:
         pool.close()
+        if store is not None:
+            await store.close()
         await adb.close()
     if interrupted:
         print(f"sift: interrupted; cancelled job {job_id}", file=sys.stderr)
     print(summary(view, time.monotonic() - started), file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted else exit_code(view)
+
+
+def _cmd_reconcile(args: argparse.Namespace) -> int:
+    """``sift batch reconcile``: fail every live job of the store (see ``batch.ops``)."""
+    from sift.batch.ops import reconcile_store
+    from sift.cli import _settings
+
+    n = reconcile_store(_settings(args))
+    print(f"sift: marked {n} live batch jobs failed", file=sys.stderr)
+    return EXIT_OK

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sift.batch.runner import BatchRunner
-from sift.batch.submit import parse_submission, store_submission
+
+if TYPE_CHECKING:
+    from sift.batch.cluster import ClusterRunner
+from sift.batch.store import BatchStore
+from sift.batch.submit import parse_submission
 from sift.batch.views import CANCELLED_REASON, TERMINAL_TARGET, item_json, job_view
 from sift.config import Settings
-from sift.dcache import DB, AsyncDB, BatchJob
+from sift.dcache import DB, BatchJob
 from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
 
@@ -57,22 +61,6 @@ def _status(
     return job_view(job, counts, ttl_s)
 
 
-def _views(
-    db: DB, jobs: list[BatchJob], ttl_s: int, running: dict[str, int]
-) -> list[dict[str, Any]]:
-    """Status views of ``jobs`` (``running``: targets being fetched, by job id); leases are
-    left alone (nothing was read *of* a job: a caller watching its list must not keep
-    every job alive)."""
-    views = []
-    for job in jobs:
-        counts = db.batch_target_counts(job.id) or {}
-        moved = min(running.get(job.id, 0), counts.get("pending", 0))
-        counts["pending"] = counts.get("pending", 0) - moved
-        counts["running"] = counts.get("running", 0) + moved
-        views.append(job_view(job, counts, ttl_s))
-    return views
-
-
 def _cancel(db: DB, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
     job = _owned(db, job_id, caller)
     if job.status in ("queued", "running"):
@@ -90,9 +78,11 @@ def _touch_owned(db: DB, job_id: str, caller: str, now: int) -> BatchJob:
 class BatchJobs:
     """The batch operations over one database and one runner."""
 
-    def __init__(self, settings: Settings, adb: AsyncDB, runner: BatchRunner) -> None:
+    def __init__(
+        self, settings: Settings, store: BatchStore, runner: BatchRunner | ClusterRunner
+    ) -> None:
         self.settings = settings
-        self._adb = adb
+        self.store = store
         self.runner = runner
 
     async def submit(
@@ -118,8 +108,7 @@ class BatchJobs:
             lease=now,
             nbytes=0,
         )
-        job_id, created = await self._adb.run(
-            store_submission,
+        job_id, created = await self.store.submit_job(
             job,
             targets,
             ttl_s=self.settings.batch.ttl_s,
@@ -134,8 +123,8 @@ class BatchJobs:
         """``{id, status, error, targets_total, targets_done, counts, created_at, lease,
         expires_at}``."""
         running = len(self.runner.running(job_id))
-        return await self._adb.run(
-            _status, job_id, principal.name, now, self.settings.batch.ttl_s, running
+        return await self.store.status_view(
+            job_id, principal.name, now, self.settings.batch.ttl_s, running
         )
 
     async def list(self, principal: Principal, limit: int) -> list[dict[str, Any]]:
@@ -143,17 +132,25 @@ class BatchJobs:
         callers' jobs never appear. Moves no lease."""
         if not 1 <= limit <= MAX_LIST_LIMIT:
             raise BadRequest(f"limit must be between 1 and {MAX_LIST_LIMIT}")
-        jobs = await self._adb.run(DB.batch_jobs_of, principal.name, limit)
-        running = {job.id: len(self.runner.running(job.id)) for job in jobs}
-        return await self._adb.run(_views, jobs, self.settings.batch.ttl_s, running)
+        views = []
+        for job in await self.store.jobs_of(principal.name, limit):
+            counts = await self.store.batch_target_counts(job.id)
+            if counts is None:  # swept between the two reads
+                continue
+            # Targets this process fetches are still pending in the store (see status).
+            moved = min(len(self.runner.running(job.id)), counts.get("pending", 0))
+            counts["pending"] = counts.get("pending", 0) - moved
+            counts["running"] = counts.get("running", 0) + moved
+            views.append(job_view(job, counts, self.settings.batch.ttl_s))
+        return views
 
     async def cancel(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """Cancel a queued or running job (pending targets never run, running ones are
         abandoned); a finished or cancelled job is left as it is. Returns its status view."""
-        await self._adb.run(_owned, job_id, principal.name)
+        await self.store.owned_job(job_id, principal.name)
         # The runner lets go first, so nothing it writes can land after the cancellation.
         self.runner.abandon(job_id)
-        return await self._adb.run(_cancel, job_id, principal.name, now, self.settings.batch.ttl_s)
+        return await self.store.cancel_job(job_id, principal.name, now, self.settings.batch.ttl_s)
 
     async def results_page(
         self, principal: Principal, job_id: str, offset: int, limit: int, now: int, max_bytes: int
@@ -163,7 +160,7 @@ class BatchJobs:
         ``max_bytes`` of JSON (a caller follows ``next_offset``)."""
         if offset < 0 or not 1 <= limit <= MAX_PAGE_LIMIT:
             raise BadRequest(f"offset must be >= 0 and limit between 1 and {MAX_PAGE_LIMIT}")
-        job = await self._adb.run(_owned, job_id, principal.name)
+        job = await self.store.owned_job(job_id, principal.name)
         running = self.runner.running(job_id)
         items: list[bytes] = []
         size = 0
@@ -171,7 +168,7 @@ class BatchJobs:
         full = False
         while len(items) < limit and not full:
             want = min(_READ_CHUNK, limit - len(items))
-            rows = await self._adb.run(DB.batch_targets_page, job_id, pos, want)
+            rows = await self.store.batch_targets_page(job_id, pos, want)
             if rows is None:
                 raise _not_found(job_id)
             for t in rows:
@@ -184,13 +181,13 @@ class BatchJobs:
                 pos = t.idx + 1
             if len(rows) < want:
                 break
-        await self._adb.run(_touch_owned, job_id, principal.name, now)
+        await self.store.touch_owned(job_id, principal.name, now)
         next_offset = b"%d" % pos if pos < job.targets_total else b"null"
         return b'{"items":[' + b",".join(items) + b'],"next_offset":' + next_offset + b"}"
 
     async def check_owner(self, principal: Principal, job_id: str, now: int) -> None:
         """``NotFound`` unless ``principal`` owns ``job_id``; touches the job."""
-        await self._adb.run(_touch_owned, job_id, principal.name, now)
+        await self.store.touch_owned(job_id, principal.name, now)
 
     async def results_ndjson(
         self, principal: Principal, job_id: str, now: int
@@ -199,7 +196,7 @@ class BatchJobs:
         ``check_owner`` first: this generator stops quietly if the job disappears."""
         pos = 0
         while True:
-            rows = await self._adb.run(DB.batch_targets_page, job_id, pos, _READ_CHUNK)
+            rows = await self.store.batch_targets_page(job_id, pos, _READ_CHUNK)
             if not rows:
                 break
             for t in rows:
@@ -207,6 +204,6 @@ class BatchJobs:
                     yield item_json(t) + b"\n"
             pos = rows[-1].idx + 1
         try:
-            await self._adb.run(_touch_owned, job_id, principal.name, now)
+            await self.store.touch_owned(job_id, principal.name, now)
         except NotFound:
             return

@@ -39,9 +39,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from sift.batch.politeness import HostGate, host_key
+from sift.batch.store import BatchStore
 from sift.batch.views import RESTART_REASON, error_text
 from sift.config import Settings
-from sift.dcache import DB, AsyncDB, JobStatus
+from sift.dcache import DB, JobStatus
 from sift.errors import NotFound, SiftError
 from sift.jsonio import dumps, loads
 from sift.options import parse_options
@@ -59,10 +60,10 @@ RETRY_STATUSES: Final = frozenset({429, 503})
 MAX_REMEMBERED_HOSTS: Final = 10_000
 
 
-async def reconcile(adb: AsyncDB, now: int) -> int:
+async def reconcile(store: BatchStore, now: int) -> int:
     """Restart reconciliation, before the runner starts: every queued or running job becomes
     failed with ``RESTART_REASON``, and so do its unfinished targets. Returns the job count."""
-    return await adb.run(DB.mark_in_flight_failed, RESTART_REASON, now, targets_status="failed")
+    return await store.mark_in_flight_failed(RESTART_REASON, now, targets_status="failed")
 
 
 @dataclass(slots=True)
@@ -123,14 +124,16 @@ def _store_outcome(
     error: str | None,
     hint: str | None,
     max_bytes: int,
-    caller: str,
+    caller: str | None,
 ) -> None:
     db.update_batch_target(job_id, idx, now, status, result, error, hint)  # type: ignore[arg-type]
     if db.batch_nbytes() > max_bytes:  # a read: no write transaction when under budget
         db.evict_batch_oldest(max_bytes, caller=caller)  # the caller's own finished jobs first
 
 
-def _finish_job(db: DB, job_id: str, now: int, max_bytes: int, caller: str) -> JobStatus | None:
+def _finish_job(
+    db: DB, job_id: str, now: int, max_bytes: int, caller: str | None
+) -> JobStatus | None:
     """Set the final status from the target counts (unless the job is no longer live)."""
     job = db.batch_job(job_id)
     counts = db.batch_target_counts(job_id)
@@ -165,7 +168,7 @@ class BatchRunner:
     def __init__(
         self,
         settings: Settings,
-        adb: AsyncDB,
+        store: BatchStore,
         service: Service,
         *,
         principals: Mapping[str, Principal] | None = None,
@@ -176,7 +179,7 @@ class BatchRunner:
         max_backoff_s: float = 300.0,
     ) -> None:
         self.settings = settings
-        self._adb = adb
+        self._store = store
         self._service = service
         self._principals = dict(principals or {})
         self._clock = clock
@@ -269,7 +272,7 @@ class BatchRunner:
     async def sweep(self, now: int | None = None) -> int:
         """``sweep_batch(now, batch.ttl_s)``: delete expired jobs; returns how many."""
         when = int(self._clock()) if now is None else now
-        return await self._adb.run(DB.sweep_batch, when, self.settings.batch.ttl_s)
+        return await self._store.sweep_batch(when, self.settings.batch.ttl_s)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -322,7 +325,7 @@ class BatchRunner:
                 log.info("swept %d expired batch jobs", swept)
 
     async def _admit(self) -> None:
-        queued = await self._adb.run(DB.queued_jobs)
+        queued = await self._store.queued_jobs()
         for row in queued:
             if row.id in self._jobs or row.id in self._abandoned:
                 continue
@@ -343,7 +346,7 @@ class BatchRunner:
         low = max(self._concurrency, SCAN_LIMIT)
         for job in list(self._jobs.values()):
             while not job.exhausted and len(job.buffer) < low:
-                rows = await self._adb.run(DB.batch_targets_page, job.id, job.next_idx, LOAD_CHUNK)
+                rows = await self._store.batch_targets_page(job.id, job.next_idx, LOAD_CHUNK)
                 if job.id not in self._jobs:
                     break  # abandoned while reading
                 if rows is None:
@@ -361,8 +364,8 @@ class BatchRunner:
         for job in [j for j in self._jobs.values() if j.finished]:
             self._forget(job)
             now = int(self._clock())
-            status = await self._adb.run(
-                _finish_job, job.id, now, self.settings.batch.max_bytes, job.caller
+            status = await self._store.finish_job(
+                job.id, now, self.settings.batch.max_bytes, job.caller
             )
             log.info("batch job %s finished: %s", job.id, status)
 
@@ -455,7 +458,7 @@ class BatchRunner:
         if not job.started:
             job.started = True
             try:
-                await self._adb.run(_begin_job, job.id, int(self._clock()))
+                await self._store.begin_job(job.id, int(self._clock()))
             except NotFound:
                 self._drop(job.id)
                 return
@@ -519,12 +522,11 @@ class BatchRunner:
         # Before the write is queued, so "running" never overlaps an outcome in the store.
         job.running.discard(target.idx)
         try:
-            await self._adb.run(
-                _store_outcome,
+            await self._store.store_outcome(
                 job.id,
                 target.idx,
                 int(self._clock()),
-                status,
+                status,  # type: ignore[arg-type]  # done or failed
                 result,
                 error,
                 hint,

@@ -165,22 +165,32 @@ def store_submission(
         return existing, False
     mine = db.live_batch_jobs(job.caller)
     if mine >= live_jobs:
-        err: SiftError = QuotaExceeded(
-            f"caller {job.caller} already has {mine} live batch jobs (the limit is {live_jobs})",
-            hint="Wait for one of your jobs to finish, or cancel one (DELETE /v1/batch/{id}), "
-            "then retry.",
-        )
-        err.headers["Retry-After"] = str(QUOTA_RETRY_AFTER_S)
-        raise err
+        raise quota_exceeded(job.caller, mine, live_jobs)
     if db.live_batch_jobs_total() >= live_jobs_total:
-        err = ServiceBusy(
-            f"the server is running its limit of {live_jobs_total} live batch jobs",
-            hint="Retry after the Retry-After delay.",
-        )
-        err.headers["Retry-After"] = str(BUSY_RETRY_AFTER_S)
-        raise err
+        raise service_busy(live_jobs_total)
     db.create_batch_job(job)
     db.put_batch_targets(
         job.id, (BatchTarget(job.id, i, t.url, t.options, "pending") for i, t in enumerate(targets))
     )
     return job.id, True
+
+
+def quota_exceeded(caller: str, mine: int, live_jobs: int) -> QuotaExceeded:
+    """The 429 for a caller at its live-job quota (every store raises this one)."""
+    err = QuotaExceeded(
+        f"caller {caller} already has {mine} live batch jobs (the limit is {live_jobs})",
+        hint="Wait for one of your jobs to finish, or cancel one (DELETE /v1/batch/{id}), "
+        "then retry.",
+    )
+    err.headers["Retry-After"] = str(QUOTA_RETRY_AFTER_S)
+    return err
+
+
+def service_busy(live_jobs_total: int) -> ServiceBusy:
+    """The 503 when every caller's live jobs together reach ``batch.live_jobs_total``."""
+    err = ServiceBusy(
+        f"the server is running its limit of {live_jobs_total} live batch jobs",
+        hint="Retry after the Retry-After delay.",
+    )
+    err.headers["Retry-After"] = str(BUSY_RETRY_AFTER_S)
+    return err

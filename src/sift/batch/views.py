@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from sift.dcache import BatchJob, BatchTarget
+from sift.dcache import BatchJob, BatchTarget, JobStatus
 from sift.errors import SiftError
 from sift.jsonio import dumps
 
@@ -72,3 +72,13 @@ def item_json(t: BatchTarget, running: frozenset[int] = frozenset()) -> bytes:
     if t.status in ("failed", "cancelled"):
         return head + b',"error":' + dumps(error_object(t.error, t.hint)) + b"}"
     return head + b"}"
+
+
+def final_status(counts: dict[str, int]) -> tuple[JobStatus, str]:
+    """A finished job's status and error from its target counts: done (all succeeded),
+    failed (none did) or partial."""
+    if counts.get("failed", 0) + counts.get("cancelled", 0) == 0:
+        return "done", ""
+    if counts.get("done", 0) == 0:
+        return "failed", "every target failed; see the results"
+    return "partial", ""

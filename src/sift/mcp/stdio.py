@@ -48,7 +48,8 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     """Serve MCP on standard input/output until the client closes it, then shut down:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
     from sift.batch.jobs import BatchJobs
-    from sift.batch.runner import BatchRunner, reconcile
+    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.runner import reconcile
     from sift.browser import Browser
     from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
@@ -58,12 +59,19 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     pool = render_pool(settings)
     pool.start()
     try:
-        await reconcile(adb, int(time.time()))
+        store = await open_store(settings, adb)
+    except BaseException:
+        pool.close()
+        await adb.close()
+        raise
+    try:
+        if not store.shared:
+            await reconcile(store, int(time.time()))
         async with build_fetcher(settings) as fetcher:
             browser = Browser(settings.browser, fetcher)  # launched on first use
             service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
-            runner = BatchRunner(settings, adb, service, principals={principal.name: principal})
-            core = Core(service, BatchJobs(settings, adb, runner))
+            runner = make_runner(settings, store, service, principals={principal.name: principal})
+            core = Core(service, BatchJobs(settings, store, runner))
             runner.start()
             try:
                 server = build_server(SiftTools(lambda: core), _fixed(principal))
@@ -76,6 +84,7 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
                 await browser.close()
     finally:
         pool.close()
+        await store.close()
         await adb.close()
 
 

@@ -1,0 +1,193 @@
+"""``SqliteBatchStore``: the embedded batch store, ``dcache``'s SQLite code behind
+``BatchStore``.
+
+Every method is one ``AsyncDB.run`` call, so it runs whole on the database's one worker
+thread: the composite operations (``submit_job`` = ``store_submission``, ``cancel_job``, …)
+are atomic because nothing else runs between their steps. Behaviour is exactly the one
+before the interface existed; the functions run here stay where they were written
+(``batch.submit``, ``batch.jobs``, ``batch.runner``).
+
+The store does not own the ``AsyncDB``: the content cache shares it, and whoever opened it
+closes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sift.batch.jobs import _cancel, _owned, _status, _touch_owned
+from sift.batch.runner import _begin_job, _finish_job, _store_outcome
+from sift.batch.store import Backend
+from sift.batch.submit import NewTarget, store_submission
+from sift.dcache import DB, AsyncDB, BatchJob, BatchTarget, JobStatus, TargetStatus
+
+_STAT_KEYS = ("batch_jobs", "batch_bytes", "batch_misses", "batch_idem_misses", "batch_evictions")
+
+
+class SqliteBatchStore:
+    """``BatchStore`` over the node's own ``AsyncDB``."""
+
+    def __init__(self, adb: AsyncDB) -> None:
+        self.adb = adb
+
+    @property
+    def backend(self) -> Backend:
+        return "sqlite"
+
+    @property
+    def shared(self) -> bool:
+        return False
+
+    # -- the spec's fourteen methods -------------------------------------------------------
+
+    async def create_batch_job(self, job: BatchJob) -> None:
+        await self.adb.run(DB.create_batch_job, job)
+
+    async def batch_job(self, id: str) -> BatchJob | None:
+        return await self.adb.run(DB.batch_job, id)
+
+    async def batch_job_by_idem(
+        self, caller: str, idem_key: str, now: int, ttl_s: float
+    ) -> str | None:
+        return await self.adb.run(DB.batch_job_by_idem, caller, idem_key, now, ttl_s)
+
+    async def live_batch_jobs(self, caller: str) -> int:
+        return await self.adb.run(DB.live_batch_jobs, caller)
+
+    async def live_batch_jobs_total(self) -> int:
+        return await self.adb.run(DB.live_batch_jobs_total)
+
+    async def put_batch_targets(self, job_id: str, targets: Sequence[BatchTarget]) -> None:
+        await self.adb.run(DB.put_batch_targets, job_id, targets)
+
+    async def batch_targets(self, job_id: str) -> list[BatchTarget] | None:
+        return await self.adb.run(DB.batch_targets, job_id)
+
+    async def update_batch_target(
+        self,
+        job_id: str,
+        idx: int,
+        now: int,
+        status: TargetStatus,
+        result: str | None = None,
+        error: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        await self.adb.run(DB.update_batch_target, job_id, idx, now, status, result, error, hint)
+
+    async def set_batch_job_status(self, id: str, status: JobStatus, error: str, now: int) -> None:
+        await self.adb.run(DB.set_batch_job_status, id, status, error, now)
+
+    async def touch_batch_job(self, id: str, now: int) -> None:
+        await self.adb.run(DB.touch_batch_job, id, now)
+
+    async def sweep_batch(self, now: int, ttl_s: float) -> int:
+        return await self.adb.run(DB.sweep_batch, now, ttl_s)
+
+    async def evict_batch_oldest(self, max_bytes: int, *, caller: str | None = None) -> int:
+        return await self.adb.run(DB.evict_batch_oldest, max_bytes, caller=caller)
+
+    async def mark_in_flight_failed(
+        self, reason: str, now: int, *, targets_status: TargetStatus | None = None
+    ) -> int:
+        return await self.adb.run(
+            DB.mark_in_flight_failed, reason, now, targets_status=targets_status
+        )
+
+    async def batch_nbytes(self) -> int:
+        return await self.adb.run(DB.batch_nbytes)
+
+    # -- reads and writes the runner and the API use ----------------------------------------
+
+    async def queued_jobs(self) -> list[BatchJob]:
+        return await self.adb.run(DB.queued_jobs)
+
+    async def jobs_of(self, caller: str, limit: int) -> list[BatchJob]:
+        return await self.adb.run(DB.batch_jobs_of, caller, limit)
+
+    async def batch_targets_page(
+        self, job_id: str, offset: int, limit: int
+    ) -> list[BatchTarget] | None:
+        return await self.adb.run(DB.batch_targets_page, job_id, offset, limit)
+
+    async def next_pending_targets(self, job_id: str, limit: int) -> list[BatchTarget]:
+        return await self.adb.run(DB.next_pending_targets, job_id, limit)
+
+    async def batch_target_counts(self, job_id: str) -> dict[str, int] | None:
+        return await self.adb.run(DB.batch_target_counts, job_id)
+
+    async def finish_pending_targets(
+        self, job_id: str, status: TargetStatus, error: str, hint: str | None, now: int
+    ) -> int:
+        return await self.adb.run(DB.finish_pending_targets, job_id, status, error, hint, now)
+
+    # -- composite operations, each one worker-thread call ---------------------------------
+
+    async def submit_job(
+        self,
+        job: BatchJob,
+        targets: Sequence[NewTarget],
+        *,
+        ttl_s: float,
+        live_jobs: int,
+        live_jobs_total: int,
+    ) -> tuple[str, bool]:
+        return await self.adb.run(
+            store_submission,
+            job,
+            targets,
+            ttl_s=ttl_s,
+            live_jobs=live_jobs,
+            live_jobs_total=live_jobs_total,
+        )
+
+    async def owned_job(self, job_id: str, caller: str) -> BatchJob:
+        return await self.adb.run(_owned, job_id, caller)
+
+    async def touch_owned(self, job_id: str, caller: str, now: int) -> BatchJob:
+        return await self.adb.run(_touch_owned, job_id, caller, now)
+
+    async def status_view(
+        self, job_id: str, caller: str, now: int, ttl_s: int, running: int = 0
+    ) -> dict[str, Any]:
+        return await self.adb.run(_status, job_id, caller, now, ttl_s, running)
+
+    async def cancel_job(self, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
+        return await self.adb.run(_cancel, job_id, caller, now, ttl_s)
+
+    async def begin_job(self, job_id: str, now: int) -> None:
+        await self.adb.run(_begin_job, job_id, now)
+
+    async def store_outcome(
+        self,
+        job_id: str,
+        idx: int,
+        now: int,
+        status: TargetStatus,
+        result: str | None,
+        error: str | None,
+        hint: str | None,
+        max_bytes: int,
+        caller: str | None = None,
+    ) -> None:
+        await self.adb.run(
+            _store_outcome, job_id, idx, now, status, result, error, hint, max_bytes, caller
+        )
+
+    async def finish_job(
+        self, job_id: str, now: int, max_bytes: int, caller: str | None = None
+    ) -> JobStatus | None:
+        return await self.adb.run(_finish_job, job_id, now, max_bytes, caller)
+
+    # -- operations ----------------------------------------------------------------------------
+
+    async def batch_stats(self) -> dict[str, int]:
+        stats = await self.adb.run(DB.stats)
+        return {k: int(stats.get(k, 0)) for k in _STAT_KEYS}
+
+    async def check(self) -> None:
+        await self.adb.run(DB.check)
+
+    async def close(self) -> None:
+        """Nothing to release: the ``AsyncDB`` belongs to whoever opened it."""
