@@ -473,3 +473,20 @@ async def test_finish_pending_targets_counts_each_target_once(db: BatchStore) ->
     assert counts is not None and (counts["cancelled"], counts["done"]) == (2, 2)
     with pytest.raises(BadRequest):
         await db.finish_pending_targets("j", "done", "", None, 150)
+
+
+async def test_jobs_of_lists_one_callers_jobs_newest_first_and_moves_no_lease(
+    db: BatchStore,
+) -> None:
+    await add_job(db, job("old", created_at=100, lease=100))
+    await add_job(db, job("tie1", idem_key="k2", created_at=200, lease=200))
+    await add_job(db, job("tie2", idem_key="k3", created_at=200, lease=200))
+    await add_job(db, job("theirs", caller="bob", created_at=300, lease=300))
+    # Newest first; a tie on created_at goes to the later submission.
+    assert [j.id for j in await db.jobs_of("alice", 10)] == ["tie2", "tie1", "old"]
+    assert [j.id for j in await db.jobs_of("alice", 2)] == ["tie2", "tie1"]
+    assert await db.jobs_of("alice", 0) == []
+    assert [j.id for j in await db.jobs_of("bob", 10)] == ["theirs"]
+    assert await db.jobs_of("nobody", 10) == []
+    leases = [await lease(db, i) for i in ("old", "tie1", "tie2", "theirs")]
+    assert leases == [100, 200, 200, 300]

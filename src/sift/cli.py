@@ -124,7 +124,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_level="info",
     )
     # uvicorn only announces addresses it bound itself; this socket was bound above.
-    logging.getLogger("sift").info("listening on http://%s", lock.owner.listen)
+    logging.getLogger("sift").info(
+        "listening on http://%s (web console at /, API docs at /docs)", lock.owner.listen
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -27,10 +27,12 @@ from sift.api.fetch_routes import install_fetch_routes
 from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
+from sift.api.stats_routes import install_stats_routes
 from sift.batch.openstore import open_store
 from sift.batch.store import BatchStore
 from sift.browser import Browser
 from sift.config import Settings
+from sift.console.routes import install_console
 from sift.dcache import DB, AsyncDB
 from sift.errors import RenderUnavailable, Unauthorized
 from sift.fetch import Fetcher
@@ -115,6 +117,8 @@ def create_app(
         version=__version__,
         lifespan=lifespan,
         description="Clean, capped, cacheable web content for programs.",
+        docs_url=None,  # /docs and /redoc come from the console, with assets served offline
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.keys = keys
@@ -123,6 +127,8 @@ def create_app(
     install_batch_routes(app)
     install_crawl_routes(app)
     hot_routes = install_fetch_routes(app)
+    install_stats_routes(app)
+    install_console(app)
     mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch), keys)
     access_log = AccessLog() if settings.access_log else None
     # Host/Origin refusals are observed (counted and logged) like any other answer: the

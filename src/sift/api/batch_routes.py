@@ -1,4 +1,4 @@
-"""``/v1/batch``: submit, status, results (paged or NDJSON), cancel.
+"""``/v1/batch``: submit, list, status, results (paged or NDJSON), cancel.
 
 Thin handlers over ``sift.batch.jobs.BatchJobs`` (``app.state.batch``): authenticate, read
 the clock, translate HTTP to arguments. Another caller's job answers 404 exactly as a
@@ -17,6 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from sift.api.auth import authenticate
 from sift.api.batch_schema import (
+    BatchJobList,
     BatchJobView,
     BatchResultsPage,
     idempotency_parameter,
@@ -24,7 +25,7 @@ from sift.api.batch_schema import (
 )
 from sift.api.fetch_routes import read_json
 from sift.api.schema import ERROR_RESPONSES
-from sift.batch.jobs import MAX_PAGE_LIMIT, BatchJobs
+from sift.batch.jobs import MAX_LIST_LIMIT, MAX_PAGE_LIMIT, BatchJobs
 from sift.batch.openstore import make_runner
 from sift.batch.runner import BatchRunner, reconcile
 from sift.batch.store import BatchStore
@@ -66,6 +67,13 @@ def install_batch_routes(app: FastAPI) -> None:
         if created:
             return _json(view, 202, {"Location": f"/v1/batch/{view['id']}"})
         return _json(view)
+
+    async def list_jobs(
+        request: Request,
+        limit: int = Query(50, ge=1, le=MAX_LIST_LIMIT, description="Jobs to return."),
+    ) -> Response:
+        jobs, principal, _ = _caller(request)
+        return _json({"items": await jobs.list(principal, limit)})
 
     async def status(request: Request, job_id: str) -> Response:
         jobs, principal, now = _caller(request)
@@ -110,6 +118,14 @@ def install_batch_routes(app: FastAPI) -> None:
             "requestBody": submit_request_body(),
             "parameters": idempotency_parameter(),
         },
+        **common,
+    )
+    app.add_api_route(
+        "/v1/batch",
+        list_jobs,
+        methods=["GET"],
+        summary="The caller's newest jobs, newest first (leases are not extended)",
+        responses={200: {"model": BatchJobList}, **errors},
         **common,
     )
     app.add_api_route(

@@ -68,6 +68,12 @@ class BatchJobView(BaseModel):
     )
 
 
+class BatchJobList(BaseModel):
+    """The caller's newest jobs, newest first; other callers' jobs never appear."""
+
+    items: list[BatchJobView]
+
+
 class BatchItem(BaseModel):
     """One target: ``result`` when done, ``error`` when failed or cancelled."""
 

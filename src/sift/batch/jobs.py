@@ -25,6 +25,9 @@ from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
 
 MAX_PAGE_LIMIT: Final = 1000
+# Jobs per ``GET /v1/batch`` answer: a caller has at most ``live_jobs`` live ones, and the
+# finished ones it still holds are the newest that matter.
+MAX_LIST_LIMIT: Final = 200
 # Targets read from the store per step while building a page or the NDJSON stream.
 _READ_CHUNK: Final = 100
 
@@ -123,6 +126,23 @@ class BatchJobs:
         return await self.store.status_view(
             job_id, principal.name, now, self.settings.batch.ttl_s, running
         )
+
+    async def list(self, principal: Principal, limit: int) -> list[dict[str, Any]]:
+        """The caller's newest jobs (at most ``limit``, newest first) as status views; other
+        callers' jobs never appear. Moves no lease."""
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise BadRequest(f"limit must be between 1 and {MAX_LIST_LIMIT}")
+        views = []
+        for job in await self.store.jobs_of(principal.name, limit):
+            counts = await self.store.batch_target_counts(job.id)
+            if counts is None:  # swept between the two reads
+                continue
+            # Targets this process fetches are still pending in the store (see status).
+            moved = min(len(self.runner.running(job.id)), counts.get("pending", 0))
+            counts["pending"] = counts.get("pending", 0) - moved
+            counts["running"] = counts.get("running", 0) + moved
+            views.append(job_view(job, counts, self.settings.batch.ttl_s))
+        return views
 
     async def cancel(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """Cancel a queued or running job (pending targets never run, running ones are

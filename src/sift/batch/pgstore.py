@@ -498,6 +498,15 @@ class PgBatchStore:
             )
             return [_job(r) for r in await cur.fetchall()]
 
+    async def jobs_of(self, caller: str, limit: int) -> list[BatchJob]:
+        async with self._tx() as cur:
+            await cur.execute(
+                f"SELECT {_JOB_COLS} FROM batch_job WHERE caller = %s "
+                "ORDER BY created_at DESC, seq DESC LIMIT %s",
+                (caller, max(limit, 0)),
+            )
+            return [_job(r) for r in await cur.fetchall()]
+
     async def batch_targets_page(
         self, job_id: str, offset: int, limit: int
     ) -> list[BatchTarget] | None:

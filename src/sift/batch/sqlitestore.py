@@ -103,6 +103,9 @@ class SqliteBatchStore:
     async def queued_jobs(self) -> list[BatchJob]:
         return await self.adb.run(DB.queued_jobs)
 
+    async def jobs_of(self, caller: str, limit: int) -> list[BatchJob]:
+        return await self.adb.run(DB.batch_jobs_of, caller, limit)
+
     async def batch_targets_page(
         self, job_id: str, offset: int, limit: int
     ) -> list[BatchTarget] | None:

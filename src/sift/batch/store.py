@@ -80,6 +80,11 @@ class BatchStore(Protocol):
     # -- reads and writes the runner and the API use ----------------------------------------
 
     async def queued_jobs(self) -> list[BatchJob]: ...
+    async def jobs_of(self, caller: str, limit: int) -> list[BatchJob]:
+        """``caller``'s jobs, newest first (created_at, then submission order), at most
+        ``limit``. Never writes: listing moves no lease."""
+        ...
+
     async def batch_targets_page(
         self, job_id: str, offset: int, limit: int
     ) -> list[BatchTarget] | None: ...

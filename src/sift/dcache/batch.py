@@ -189,6 +189,17 @@ class BatchStoreMixin(StoreBase):
             ).fetchall()
         return [_job(r) for r in rows]
 
+    def batch_jobs_of(self, caller: str, limit: int) -> list[BatchJob]:
+        """``caller``'s jobs, newest first (created_at, then insertion order), at most
+        ``limit``. Never writes: listing moves no lease."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_JOB_COLS} FROM batch_job WHERE caller = ? "
+                "ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                (caller, max(limit, 0)),
+            ).fetchall()
+        return [_job(r) for r in rows]
+
     def set_batch_job_status(self, id: str, status: JobStatus, error: str, now: int) -> None:
         """Set status and error, and the lease to ``now``. NotFound for an unknown id."""
         _check_job_status(status)

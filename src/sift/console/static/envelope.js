@@ -1,0 +1,144 @@
+// One fetch envelope on screen: its fields, its content (raw beside rendered markdown),
+// and "Read on" for the next slice of the same snapshot.
+
+import { api } from "./api.js";
+import { $, badge, bytes, h, replace, setSanitisedHTML, showError, when } from "./dom.js";
+
+// What each warning means (docs/fetching.md, docs/rendering.md, docs/browser.md).
+export const WARNINGS = {
+  clamped: "a limit you asked for was above your class's and was lowered to it",
+  thin_content: "the main-content pass found too little text, so the whole page was used",
+  js_required_suspected: "the page looks built by JavaScript and no browser was used",
+  browser_failed: "the browser was tried and failed; this is the plain HTTP result",
+  selector_no_match: "the CSS selector matched nothing",
+  invalid_json: "the JSON body did not parse; it is passed through as text",
+  truncated_input: "the page was larger than the render input limit and was cut",
+  render_budget_exceeded: "the rendered output reached the class's limit and ends there",
+  links_truncated: "not every link fitted in max_bytes",
+};
+
+const CACHE = {
+  hit: "served from sift's cache",
+  miss: "fetched from the site now",
+  revalidated: "a stale copy the site confirmed unchanged (304)",
+};
+
+function field(name, ...value) {
+  return [h("dt", {}, name), h("dd", { "data-field": name }, ...value)];
+}
+
+export function fieldsOf(env, shown) {
+  const warnings = env.warnings || [];
+  return h(
+    "dl",
+    { class: "fields" },
+    field("Status", String(env.status)),
+    field("URL", env.url),
+    field("Final URL", env.final_url),
+    field("Content type", env.content_type || "–"),
+    env.title ? field("Title", env.title) : null,
+    field("Cache", badge(env.cache), " ", CACHE[env.cache] || ""),
+    field("Bytes", `${bytes(shown)} of ${bytes(env.total_bytes)}`,
+      env.truncated ? " (more to read)" : " (all of it)"),
+    field("Format", env.format),
+    field("Engine", env.engine || "http"),
+    field("Digest", h("code", {}, env.digest)),
+    field("Fetched", when(env.fetched_at)),
+    field(
+      "Warnings",
+      warnings.length === 0
+        ? "none"
+        : h("ul", { class: "warnings" },
+            warnings.map((w) => h("li", {}, h("code", {}, w), ": ", WARNINGS[w] || "see docs/fetching.md"))),
+    ),
+  );
+}
+
+export class ContentView {
+  // more(env) → the next envelope (same options, offset = next_offset, digest = digest).
+  constructor(container, { more, idPrefix }) {
+    this.container = container;
+    this.more = more;
+    this.id = idPrefix;
+    this.slices = []; // [{text, html | null, error | null}], one per slice read
+    this.env = null;
+  }
+
+  get text() {
+    return this.slices.map((s) => s.text).join("");
+  }
+
+  async show(env) {
+    this.slices = [{ text: env.content, html: null, error: null }];
+    this.env = env;
+    await this.draw();
+  }
+
+  async readOn() {
+    const next = await this.more(this.env);
+    this.slices.push({ text: next.content, html: null, error: null });
+    this.env = next;
+    await this.draw();
+  }
+
+  // Each slice is rendered once, on its own: slices end at paragraph or line boundaries,
+  // and the server's render stays bounded by one slice (the class's output cap).
+  async renderSlices() {
+    for (const slice of this.slices) {
+      if (slice.html !== null || slice.error !== null) continue;
+      try {
+        const out = await api("POST", "/console/render", {
+          body: { markdown: slice.text, base_url: this.env.final_url },
+        });
+        slice.html = out.html;
+      } catch (err) {
+        slice.error = err;
+      }
+    }
+  }
+
+  async draw() {
+    const env = this.env;
+    const id = this.id;
+    const shown = env.next_offset ?? env.total_bytes;
+    const markdown = env.format === "markdown";
+    const rendered = markdown ? h("div", { class: "rendered", id: `${id}-rendered`, tabindex: "0", role: "region", "aria-label": "Rendered markdown" }) : null;
+    const moreError = h("div", { class: "error", role: "alert", hidden: true });
+    const button = env.truncated && this.more
+      ? h("button", { type: "button", id: `${id}-more`, onclick: async (ev) => {
+          ev.target.disabled = true;
+          try {
+            await this.readOn();
+            const again = $(`${id}-more`);
+            if (again) again.focus();
+          } catch (err) {
+            showError(moreError, err);
+            ev.target.disabled = false;
+          }
+        } }, "Read on")
+      : null;
+    if (markdown) await this.renderSlices();
+    replace(
+      this.container,
+      h("div", { class: "card" }, fieldsOf(env, shown)),
+      h("div", { class: "row" },
+        h("span", { id: `${id}-shown`, "aria-live": "polite" },
+          `Showing ${bytes(shown)} of ${bytes(env.total_bytes)}`),
+        button),
+      moreError,
+      h("div", { class: markdown ? "panes two" : "panes" },
+        markdown ? h("div", { class: "pane" }, h("h3", {}, "Rendered"), rendered) : null,
+        h("div", { class: "pane" }, h("h3", {}, markdown ? "Markdown" : "Content"),
+          h("pre", { class: "raw", id: `${id}-raw`, tabindex: "0", "aria-label": "Raw content" }, this.text))),
+    );
+    if (markdown) {
+      for (const slice of this.slices) {
+        const part = h("div", { class: "slice" });
+        if (slice.html !== null) setSanitisedHTML(part, slice.html);
+        else showError(part, slice.error);
+        if (slice.error) part.className = "error";
+        rendered.append(part);
+      }
+    }
+  }
+}
