@@ -45,16 +45,19 @@ from sift.dcache import (
     JobStatus,
     TargetStatus,
 )
-from sift.dcache.batch import JOB_STATUSES, TARGET_STATUSES, TERMINAL_TARGET
+from sift.dcache.batch import (
+    IDEM_REUSE_SQL,
+    JOB_COLS,
+    LIVE_SQL,
+    TARGET_COLS,
+    TARGET_STATUSES,
+    TERMINAL_TARGET,
+    check_job_status,
+    check_target_status,
+    utf8_len,
+)
 from sift.errors import BadRequest, NotFound, SiftError, StoreError, StoreUnavailable
 
-_JOB_COLS: Final = (
-    "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
-    "created_at, lease, nbytes, kind, spec"
-)
-_TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
-_LIVE: Final = "('queued', 'running')"
-_IDEM_REUSE: Final = "('queued', 'running', 'done', 'partial')"
 _TERMINAL: Final = "('done', 'failed', 'cancelled')"
 NOTIFY_CHANNEL: Final = "sift_batch"
 
@@ -67,20 +70,6 @@ def _job(row: Sequence[Any]) -> BatchJob:
 
 def _target(row: Sequence[Any]) -> BatchTarget:
     return BatchTarget(*row)
-
-
-def _utf8_len(text: str | None) -> int:
-    return 0 if text is None else len(text.encode("utf-8"))
-
-
-def _check_target_status(status: str) -> None:
-    if status not in TARGET_STATUSES:
-        raise BadRequest(f"unknown batch target status {status!r}")
-
-
-def _check_job_status(status: str) -> None:
-    if status not in JOB_STATUSES:
-        raise BadRequest(f"unknown batch job status {status!r}")
 
 
 def _not_found(job_id: str) -> NotFound:
@@ -156,7 +145,7 @@ class PgBatchStore:
     # -- helpers inside one transaction ------------------------------------------------------
 
     async def _get_job(self, cur: Cursor, job_id: str) -> BatchJob | None:
-        await cur.execute(f"SELECT {_JOB_COLS} FROM batch_job WHERE id = %s", (job_id,))
+        await cur.execute(f"SELECT {JOB_COLS} FROM batch_job WHERE id = %s", (job_id,))
         row = await cur.fetchone()
         return None if row is None else _job(row)
 
@@ -259,7 +248,7 @@ class PgBatchStore:
         await cur.execute(
             "UPDATE batch_job SET targets_done = targets_done + %s, nbytes = nbytes + %s, "
             "lease = %s WHERE id = %s",
-            (done_delta, _utf8_len(result) - old_len, now, job_id),
+            (done_delta, utf8_len(result) - old_len, now, job_id),
         )
 
     async def _evict(self, cur: Cursor, max_bytes: int, caller: str | None = None) -> int:
@@ -272,7 +261,7 @@ class PgBatchStore:
         # the spec's order: oldest lease first. NULL (no caller named) compares as unknown,
         # which sorts every row alike.
         await cur.execute(
-            f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {_LIVE} AND nbytes > 0 "
+            f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {LIVE_SQL} AND nbytes > 0 "
             "ORDER BY (caller IS DISTINCT FROM %s::text) AND %s::text IS NOT NULL, "
             "lease, created_at, seq",
             (caller, caller),
@@ -312,11 +301,11 @@ class PgBatchStore:
         return int(row[0]) if row else 0
 
     async def _insert_job(self, cur: Cursor, job: BatchJob) -> None:
-        _check_job_status(job.status)
+        check_job_status(job.status)
         if job.caller_class not in (CLASS_FLEET, CLASS_RESTRICTED):
             raise BadRequest(f"unknown caller class {job.caller_class!r}")
         await cur.execute(
-            f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+            f"INSERT INTO batch_job ({JOB_COLS}) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
             (
                 job.id,
                 job.caller,
@@ -340,11 +329,11 @@ class PgBatchStore:
         done = nbytes = 0
         hosts: set[str] = set()
         for t in targets:
-            _check_target_status(t.status)
+            check_target_status(t.status)
             done += t.status in TERMINAL_TARGET
-            nbytes += _utf8_len(t.result)
+            nbytes += utf8_len(t.result)
         await self._require_job(cur, job_id)
-        async with cur.copy(f"COPY batch_target ({_TARGET_COLS}, host) FROM STDIN") as copy:
+        async with cur.copy(f"COPY batch_target ({TARGET_COLS}, host) FROM STDIN") as copy:
             for t in targets:
                 host = host_key(t.url)
                 hosts.add(host)
@@ -392,7 +381,7 @@ class PgBatchStore:
     ) -> str | None:
         await cur.execute(
             "SELECT id FROM batch_job WHERE caller = %s AND idem_key = %s AND lease > %s "
-            f"AND status IN {_IDEM_REUSE} ORDER BY created_at DESC, seq DESC LIMIT 1",
+            f"AND status IN {IDEM_REUSE_SQL} ORDER BY created_at DESC, seq DESC LIMIT 1",
             (caller, idem_key, now - ttl_s),
         )
         row = await cur.fetchone()
@@ -404,7 +393,7 @@ class PgBatchStore:
     async def live_batch_jobs(self, caller: str) -> int:
         async with self._tx() as cur:
             await cur.execute(
-                f"SELECT count(*) FROM batch_job WHERE caller = %s AND status IN {_LIVE}",
+                f"SELECT count(*) FROM batch_job WHERE caller = %s AND status IN {LIVE_SQL}",
                 (caller,),
             )
             row = await cur.fetchone()
@@ -412,7 +401,7 @@ class PgBatchStore:
 
     async def live_batch_jobs_total(self) -> int:
         async with self._tx() as cur:
-            await cur.execute(f"SELECT count(*) FROM batch_job WHERE status IN {_LIVE}")
+            await cur.execute(f"SELECT count(*) FROM batch_job WHERE status IN {LIVE_SQL}")
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
@@ -426,7 +415,7 @@ class PgBatchStore:
                 self.counters["batch_misses"] += 1
                 return None
             await cur.execute(
-                f"SELECT {_TARGET_COLS} FROM batch_target WHERE job_id = %s ORDER BY idx",
+                f"SELECT {TARGET_COLS} FROM batch_target WHERE job_id = %s ORDER BY idx",
                 (job_id,),
             )
             return [_target(r) for r in await cur.fetchall()]
@@ -441,12 +430,12 @@ class PgBatchStore:
         error: str | None = None,
         hint: str | None = None,
     ) -> None:
-        _check_target_status(status)
+        check_target_status(status)
         async with self._tx() as cur:
             await self._update_target(cur, job_id, idx, now, status, result, error, hint)
 
     async def set_batch_job_status(self, id: str, status: JobStatus, error: str, now: int) -> None:
-        _check_job_status(status)
+        check_job_status(status)
         async with self._tx() as cur:
             await self._set_status(cur, id, status, error, now)
 
@@ -475,7 +464,7 @@ class PgBatchStore:
         async with self._tx() as cur:
             await cur.execute(
                 f"UPDATE batch_job SET status = 'failed', error = %s, lease = %s "
-                f"WHERE status IN {_LIVE} RETURNING id",
+                f"WHERE status IN {LIVE_SQL} RETURNING id",
                 (reason, now),
             )
             ids = [str(r[0]) for r in await cur.fetchall()]
@@ -493,15 +482,14 @@ class PgBatchStore:
     async def queued_jobs(self) -> list[BatchJob]:
         async with self._tx() as cur:
             await cur.execute(
-                f"SELECT {_JOB_COLS} FROM batch_job WHERE status = 'queued' "
-                "ORDER BY created_at, seq"
+                f"SELECT {JOB_COLS} FROM batch_job WHERE status = 'queued' ORDER BY created_at, seq"
             )
             return [_job(r) for r in await cur.fetchall()]
 
     async def jobs_of(self, caller: str, limit: int) -> list[BatchJob]:
         async with self._tx() as cur:
             await cur.execute(
-                f"SELECT {_JOB_COLS} FROM batch_job WHERE caller = %s "
+                f"SELECT {JOB_COLS} FROM batch_job WHERE caller = %s "
                 "ORDER BY created_at DESC, seq DESC LIMIT %s",
                 (caller, max(limit, 0)),
             )
@@ -515,7 +503,7 @@ class PgBatchStore:
                 self.counters["batch_misses"] += 1
                 return None
             await cur.execute(
-                f"SELECT {_TARGET_COLS} FROM batch_target WHERE job_id = %s AND idx >= %s "
+                f"SELECT {TARGET_COLS} FROM batch_target WHERE job_id = %s AND idx >= %s "
                 "ORDER BY idx LIMIT %s",
                 (job_id, offset, max(limit, 0)),
             )
@@ -524,7 +512,7 @@ class PgBatchStore:
     async def next_pending_targets(self, job_id: str, limit: int) -> list[BatchTarget]:
         async with self._tx() as cur:
             await cur.execute(
-                f"SELECT {_TARGET_COLS} FROM batch_target "
+                f"SELECT {TARGET_COLS} FROM batch_target "
                 "WHERE job_id = %s AND status = 'pending' ORDER BY idx LIMIT %s",
                 (job_id, max(limit, 0)),
             )
@@ -570,7 +558,7 @@ class PgBatchStore:
                 return existing, False
             await cur.execute(
                 f"SELECT count(*) FILTER (WHERE caller = %s), count(*) FROM batch_job "
-                f"WHERE status IN {_LIVE}",
+                f"WHERE status IN {LIVE_SQL}",
                 (job.caller,),
             )
             row = await cur.fetchone()
@@ -657,7 +645,7 @@ class PgBatchStore:
         max_bytes: int,
         caller: str | None = None,
     ) -> None:
-        _check_target_status(status)
+        check_target_status(status)
         async with self._tx() as cur:
             await self._update_target(cur, job_id, idx, now, status, result, error, hint)
         if await self.batch_nbytes() > max_bytes:
@@ -668,7 +656,7 @@ class PgBatchStore:
     ) -> JobStatus | None:
         async with self._tx() as cur:
             await cur.execute(
-                f"SELECT {_JOB_COLS} FROM batch_job WHERE id = %s FOR UPDATE", (job_id,)
+                f"SELECT {JOB_COLS} FROM batch_job WHERE id = %s FOR UPDATE", (job_id,)
             )
             row = await cur.fetchone()
             if row is None:

@@ -38,16 +38,16 @@ TargetStatus = Literal["pending", "running", "done", "failed", "cancelled"]
 JOB_STATUSES: Final[frozenset[str]] = frozenset(get_args(JobStatus))
 TARGET_STATUSES: Final[frozenset[str]] = frozenset(get_args(TargetStatus))
 # SQL spellings of the status sets the queries filter on.
-_LIVE_SQL: Final = "('queued', 'running')"
+LIVE_SQL: Final = "('queued', 'running')"
 TERMINAL_TARGET: Final[frozenset[str]] = frozenset({"done", "failed", "cancelled"})
 # Rule 3: statuses an idempotent resubmission may land on; failed and cancelled start anew.
-_IDEM_REUSE: Final = "('queued', 'running', 'done', 'partial')"
+IDEM_REUSE_SQL: Final = "('queued', 'running', 'done', 'partial')"
 
-_JOB_COLS: Final = (
+JOB_COLS: Final = (
     "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
     "created_at, lease, nbytes, kind, spec"
 )
-_TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
+TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
 
 
 @dataclass(slots=True)
@@ -85,26 +85,26 @@ class BatchTarget:
     parent: int | None = None  # a crawl target: the idx of the page that linked to it
 
 
-def _utf8_len(text: str | None) -> int:
+def utf8_len(text: str | None) -> int:
     return 0 if text is None else len(text.encode("utf-8"))
 
 
-def _check_target_status(status: str) -> None:
+def check_target_status(status: str) -> None:
     if status not in TARGET_STATUSES:
         raise BadRequest(f"unknown batch target status {status!r}")
 
 
-def _check_job_status(status: str) -> None:
+def check_job_status(status: str) -> None:
     if status not in JOB_STATUSES:
         raise BadRequest(f"unknown batch job status {status!r}")
 
 
 def _job(row: Sequence[object]) -> BatchJob:
-    return BatchJob(*row)  # type: ignore[arg-type]  # columns are _JOB_COLS, in order
+    return BatchJob(*row)  # type: ignore[arg-type]  # columns are JOB_COLS, in order
 
 
 def _target(row: Sequence[object]) -> BatchTarget:
-    return BatchTarget(*row)  # type: ignore[arg-type]  # columns are _TARGET_COLS, in order
+    return BatchTarget(*row)  # type: ignore[arg-type]  # columns are TARGET_COLS, in order
 
 
 class BatchStoreMixin(StoreBase):
@@ -117,12 +117,12 @@ class BatchStoreMixin(StoreBase):
 
         Raises BadRequest for an unknown status or caller class, StoreError for a duplicate id.
         """
-        _check_job_status(job.status)
+        check_job_status(job.status)
         if job.caller_class not in (CLASS_FLEET, CLASS_RESTRICTED):
             raise BadRequest(f"unknown caller class {job.caller_class!r}")
         with self._write() as conn:
             conn.execute(
-                f"INSERT INTO batch_job ({_JOB_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO batch_job ({JOB_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job.id,
                     job.caller,
@@ -143,7 +143,7 @@ class BatchStoreMixin(StoreBase):
     def batch_job(self, id: str) -> BatchJob | None:
         """The job, or None (a counted miss). Never writes."""
         with self._read() as conn:
-            row = conn.execute(f"SELECT {_JOB_COLS} FROM batch_job WHERE id = ?", (id,)).fetchone()
+            row = conn.execute(f"SELECT {JOB_COLS} FROM batch_job WHERE id = ?", (id,)).fetchone()
         if row is None:
             self._count("batch_misses")
             return None
@@ -155,7 +155,7 @@ class BatchStoreMixin(StoreBase):
         with self._read() as conn:
             row = conn.execute(
                 "SELECT id FROM batch_job WHERE caller = ? AND idem_key = ? AND lease > ? "
-                f"AND status IN {_IDEM_REUSE} ORDER BY created_at DESC, rowid DESC LIMIT 1",
+                f"AND status IN {IDEM_REUSE_SQL} ORDER BY created_at DESC, rowid DESC LIMIT 1",
                 (caller, idem_key, now - ttl_s),
             ).fetchone()
         if row is None:
@@ -167,7 +167,7 @@ class BatchStoreMixin(StoreBase):
         """How many of ``caller``'s jobs are queued or running."""
         with self._read() as conn:
             row = conn.execute(
-                f"SELECT count(*) FROM batch_job WHERE caller = ? AND status IN {_LIVE_SQL}",
+                f"SELECT count(*) FROM batch_job WHERE caller = ? AND status IN {LIVE_SQL}",
                 (caller,),
             ).fetchone()
         return int(row[0])
@@ -176,7 +176,7 @@ class BatchStoreMixin(StoreBase):
         """How many jobs, of every caller, are queued or running."""
         with self._read() as conn:
             row = conn.execute(
-                f"SELECT count(*) FROM batch_job WHERE status IN {_LIVE_SQL}"
+                f"SELECT count(*) FROM batch_job WHERE status IN {LIVE_SQL}"
             ).fetchone()
         return int(row[0])
 
@@ -184,7 +184,7 @@ class BatchStoreMixin(StoreBase):
         """Every queued job, oldest first (created_at, then insertion order)."""
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_JOB_COLS} FROM batch_job WHERE status = 'queued' "
+                f"SELECT {JOB_COLS} FROM batch_job WHERE status = 'queued' "
                 "ORDER BY created_at, rowid"
             ).fetchall()
         return [_job(r) for r in rows]
@@ -194,7 +194,7 @@ class BatchStoreMixin(StoreBase):
         ``limit``. Never writes: listing moves no lease."""
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_JOB_COLS} FROM batch_job WHERE caller = ? "
+                f"SELECT {JOB_COLS} FROM batch_job WHERE caller = ? "
                 "ORDER BY created_at DESC, rowid DESC LIMIT ?",
                 (caller, max(limit, 0)),
             ).fetchall()
@@ -202,7 +202,7 @@ class BatchStoreMixin(StoreBase):
 
     def set_batch_job_status(self, id: str, status: JobStatus, error: str, now: int) -> None:
         """Set status and error, and the lease to ``now``. NotFound for an unknown id."""
-        _check_job_status(status)
+        check_job_status(status)
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE batch_job SET status = ?, error = ?, lease = ? WHERE id = ?",
@@ -230,9 +230,9 @@ class BatchStoreMixin(StoreBase):
         rows: list[tuple[object, ...]] = []
         done = nbytes = 0
         for t in targets:
-            _check_target_status(t.status)
+            check_target_status(t.status)
             done += t.status in TERMINAL_TARGET
-            nbytes += _utf8_len(t.result)
+            nbytes += utf8_len(t.result)
             rows.append(
                 (
                     job_id,
@@ -243,7 +243,7 @@ class BatchStoreMixin(StoreBase):
         with self._write() as conn:
             self._require_job(conn, job_id)
             conn.executemany(
-                f"INSERT INTO batch_target ({_TARGET_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows
+                f"INSERT INTO batch_target ({TARGET_COLS}) VALUES (?,?,?,?,?,?,?,?,?,?)", rows
             )
             if done or nbytes:
                 conn.execute(
@@ -259,7 +259,7 @@ class BatchStoreMixin(StoreBase):
                 self._count("batch_misses")
                 return None
             rows = conn.execute(
-                f"SELECT {_TARGET_COLS} FROM batch_target WHERE job_id = ? ORDER BY idx",
+                f"SELECT {TARGET_COLS} FROM batch_target WHERE job_id = ? ORDER BY idx",
                 (job_id,),
             ).fetchall()
         return [_target(r) for r in rows]
@@ -271,7 +271,7 @@ class BatchStoreMixin(StoreBase):
                 self._count("batch_misses")
                 return None
             rows = conn.execute(
-                f"SELECT {_TARGET_COLS} FROM batch_target WHERE job_id = ? AND idx >= ? "
+                f"SELECT {TARGET_COLS} FROM batch_target WHERE job_id = ? AND idx >= ? "
                 "ORDER BY idx LIMIT ?",
                 (job_id, offset, max(limit, 0)),
             ).fetchall()
@@ -281,7 +281,7 @@ class BatchStoreMixin(StoreBase):
         """Up to ``limit`` pending targets, lowest idx first ([] for an unknown job)."""
         with self._read() as conn:
             rows = conn.execute(
-                f"SELECT {_TARGET_COLS} FROM batch_target INDEXED BY batch_target_pending "
+                f"SELECT {TARGET_COLS} FROM batch_target INDEXED BY batch_target_pending "
                 "WHERE job_id = ? AND status = 'pending' ORDER BY idx LIMIT ?",
                 (job_id, max(limit, 0)),
             ).fetchall()
@@ -315,7 +315,7 @@ class BatchStoreMixin(StoreBase):
         transaction adjust the job: targets_done by +1 when the target enters a terminal status
         (-1 if it leaves one), nbytes by the change in stored result bytes, lease = ``now``.
         NotFound for an unknown job or idx."""
-        _check_target_status(status)
+        check_target_status(status)
         with self._write() as conn:
             row = conn.execute(
                 "SELECT status, length(CAST(result AS BLOB)) FROM batch_target "
@@ -335,7 +335,7 @@ class BatchStoreMixin(StoreBase):
             conn.execute(
                 "UPDATE batch_job SET targets_done = targets_done + ?, nbytes = nbytes + ?, "
                 "lease = ? WHERE id = ?",
-                (done_delta, _utf8_len(result) - old_len, now, job_id),
+                (done_delta, utf8_len(result) - old_len, now, job_id),
             )
 
     def finish_pending_targets(
@@ -378,7 +378,7 @@ class BatchStoreMixin(StoreBase):
                 return 0
             # (caller IS NOT ?) is 0 for the caller's own jobs; all 1 when caller is None.
             candidates = conn.execute(
-                f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {_LIVE_SQL} "
+                f"SELECT id, nbytes FROM batch_job WHERE status NOT IN {LIVE_SQL} "
                 "AND nbytes > 0 ORDER BY (caller IS NOT ?), lease, created_at, rowid",
                 (caller,),
             ).fetchall()
@@ -404,12 +404,12 @@ class BatchStoreMixin(StoreBase):
             ids = [
                 str(r[0])
                 for r in conn.execute(
-                    f"SELECT id FROM batch_job WHERE status IN {_LIVE_SQL}"
+                    f"SELECT id FROM batch_job WHERE status IN {LIVE_SQL}"
                 ).fetchall()
             ]
             conn.execute(
                 f"UPDATE batch_job SET status = 'failed', error = ?, lease = ? "
-                f"WHERE status IN {_LIVE_SQL}",
+                f"WHERE status IN {LIVE_SQL}",
                 (reason, now),
             )
             if targets_status is not None:
