@@ -62,6 +62,9 @@ class Weights:
     list_density: bool = True
     # Paragraphs are dropped for links only above this link density.
     para_link_density_max: float = 0.5
+    # Teaser cards sharing a parent are content when together they hold this share of the
+    # page's text outside chrome (a listing, a listicle); 0: off.
+    card_run_share: float = 0.5
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -160,7 +163,10 @@ def select(
         if kind in (STRONG, WEAK):
             boiler[i] = True
 
-    # Teaser cards (a linked headline plus a short blurb) are listings of other pages.
+    # Teaser cards (a linked headline plus a short blurb) are listings of other pages,
+    # unless a run of them is what the page is: cards sharing a parent that hold most of
+    # the text outside chrome (a listing, a listicle of venues).
+    tops: set[int] = set()
     for i, el in enumerate(els):
         if el.tag in _TEASER_HEADINGS and total[i] and link[i] >= 0.8 * total[i]:
             j, top = i, -1
@@ -168,7 +174,15 @@ def select(
                 j = parent[j]
                 top = j
             if top > 0:
-                boiler[top] = True
+                tops.add(top)
+    runs: set[int] = set()
+    if tops and weights.card_run_share:
+        chrome = _outermost(boiler, parent)
+        outside = total[0] - sum(total[i] for i in chrome)
+        cards = _outermost([i in tops for i in range(n)], parent, chrome)
+        runs = _card_runs(cards, parent, total, weights.card_run_share * outside)
+    for top in tops:
+        boiler[top] = True
 
     # Inline elements in running prose (text beside them in the same block) stay: a
     # sentence never loses words in the middle.
@@ -182,35 +196,52 @@ def select(
 
     # Pass 3: weighted score, bottom-up, with chrome subtrees counted as negative.
     lw = weights.loose_weight
-    score = [0.0] * n
+    base = [0.0] * n
     for i in range(n):
         if in_link[i]:
-            score[i] = -weights.link_penalty * own[i]
+            base[i] = -weights.link_penalty * own[i]
         else:
-            score[i] = own[i] * (1.0 if in_para[i] else lw)
-    for i in range(n - 1, -1, -1):
-        if boiler[i]:
-            score[i] = -weights.boiler_penalty * total[i]
-        elif weights.hint_bonus and is_content_hint(els[i]):
-            score[i] += weights.hint_bonus * para[i]
-        p = parent[i]
-        if p >= 0:
-            score[p] += score[i]
-
-    # Nothing inside chrome may be chosen, however well it scores on its own.
-    in_boiler = boiler[:]
-    for i in range(1, n):
-        if in_boiler[parent[i]]:
-            in_boiler[i] = True
-    candidates = [i for i in range(n) if not in_boiler[i]] or [0]
-    best = max(candidates, key=score.__getitem__)
+            base[i] = own[i] * (1.0 if in_para[i] else lw)
+    hints = (
+        [
+            weights.hint_bonus * para[i] if weights.hint_bonus and is_content_hint(els[i]) else 0.0
+            for i in range(n)
+        ]
+        if weights.hint_bonus
+        else None
+    )
+    best, score = _pick(base, boiler, parent, total, weights.boiler_penalty, hints)
+    keep_links = [False] * n
+    listing = False  # a run of cards is the content: links are not a sign of a directory
+    if runs:
+        # A run of cards holding more text than the best prose block beside it holds
+        # paragraphs is the page's content (a listing), not teasers around an article.
+        run_chars = sum(total[i] for i in runs)
+        if para[best] * 2 < run_chars or _inside(best, runs, parent):
+            for i in runs:
+                boiler[i] = False
+            best, score = _pick(base, boiler, parent, total, weights.boiler_penalty, hints)
+            # The content spans the cards and the best block (an intro above them).
+            best = _common_ancestor([best, *runs], parent)
+            listing = True
+            # Cards are mostly link text: neither they nor what holds them are dropped
+            # for it.
+            for i in runs:
+                j = i
+                while j >= 0 and not keep_links[j]:
+                    keep_links[j] = True
+                    j = parent[j]
+            in_card = [False] * n
+            for i in range(1, n):
+                if in_card[parent[i]] or parent[i] in runs:
+                    in_card[i] = keep_links[i] = True
     container = els[best]
 
     boiler_set = {els[i] for i in range(n) if boiler[i]}
     linky = {
         els[i]
         for i in range(n)
-        if not prose[i] and _linky(els[i], total[i], link[i], weights, host)
+        if not prose[i] and not keep_links[i] and _linky(els[i], total[i], link[i], weights, host)
     }
     title_key = _norm(title) if title else ""
 
@@ -223,7 +254,107 @@ def select(
                 return True
         return False
 
-    return Selection(container, skip, total[0], total[best], score[best])
+    weight = float(total[best]) if listing else score[best]
+    return Selection(container, skip, total[0], total[best], weight)
+
+
+def _pick(
+    base: list[float],
+    boiler: list[bool],
+    parent: list[int],
+    total: list[int],
+    penalty: float,
+    hints: list[float] | None,
+) -> tuple[int, list[float]]:
+    """The element with the largest subtree weight outside chrome, and every subtree's
+    weight (a chrome subtree weighs minus its size)."""
+    n = len(base)
+    score = base[:]
+    for i in range(n - 1, -1, -1):
+        if boiler[i]:
+            score[i] = -penalty * total[i]
+        elif hints:
+            score[i] += hints[i]
+        p = parent[i]
+        if p >= 0:
+            score[p] += score[i]
+    # Nothing inside chrome may be chosen, however well it scores on its own.
+    in_boiler = boiler[:]
+    for i in range(1, n):
+        if in_boiler[parent[i]]:
+            in_boiler[i] = True
+    candidates = [i for i in range(n) if not in_boiler[i]] or [0]
+    return max(candidates, key=score.__getitem__), score
+
+
+def _common_ancestor(nodes: list[int], parent: list[int]) -> int:
+    """The deepest element holding all ``nodes`` (indices of one tree, root 0)."""
+    path = []
+    j = nodes[0]
+    while j >= 0:
+        path.append(j)
+        j = parent[j]
+    common = set(path)
+    for node in nodes[1:]:
+        j = node
+        while j not in common:
+            j = parent[j]
+        # Everything below j on the first path is no longer shared.
+        k = path.index(j)
+        path = path[k:]
+        common = set(path)
+    return path[0]
+
+
+def _inside(i: int, group: set[int], parent: list[int]) -> bool:
+    while i >= 0:
+        if i in group:
+            return True
+        i = parent[i]
+    return False
+
+
+def _card_runs(cards: set[int], parent: list[int], total: list[int], least: float) -> set[int]:
+    """The cards of every run holding more than ``least`` characters. A run is an element
+    made (80 %) of three or more cards; the cards of a run are its content."""
+    n = len(parent)
+    count = [0] * n
+    chars = [0] * n
+    for i in cards:
+        count[i] = 1
+        chars[i] = total[i]
+    for i in range(n - 1, 0, -1):
+        p = parent[i]
+        if p >= 0 and count[i]:
+            count[p] += count[i]
+            chars[p] += chars[i]
+    runs = [False] * n
+    for i in range(n):
+        if count[i] >= 3 and chars[i] >= 0.8 * total[i] and chars[i] > least:
+            runs[i] = True
+    kept = set()
+    for i in cards:
+        j = i
+        while j >= 0 and not runs[j]:
+            j = parent[j]
+        if j >= 0:
+            kept.add(i)
+    return kept
+
+
+def _outermost(flags: list[bool], parent: list[int], within: set[int] | None = None) -> set[int]:
+    """Flagged elements with no flagged ancestor (nor one in ``within``); a parent always
+    precedes its children in ``flags``."""
+    inside = [False] * len(flags)
+    found = set()
+    for i, flag in enumerate(flags):
+        p = parent[i]
+        if (p >= 0 and inside[p]) or (within and i in within):
+            inside[i] = True
+        elif flag:
+            inside[i] = True
+            found.add(i)
+    return found
 
 
 def _linky(el: Any, total: int, link: int, weights: Weights, host: str) -> bool:
