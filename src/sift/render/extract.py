@@ -28,6 +28,7 @@ from sift.render.patterns import (
     STRONG,
     WEAK,
     boiler_kind,
+    chrome_word,
     is_content_hint,
 )
 
@@ -65,6 +66,9 @@ class Weights:
     # Teaser cards sharing a parent are content when together they hold this share of the
     # page's text outside chrome (a listing, a listicle); 0: off.
     card_run_share: float = 0.5
+    # A weak chrome word on three or more elements that together hold this share of the
+    # page's text is the page's naming scheme for its blocks, not chrome; 0: off.
+    scheme_share: float = 0.5
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -152,12 +156,17 @@ def select(
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content
+    schemes = (
+        _naming_schemes(els, kinds, parent, total, link, weights) if weights.scheme_share else ()
+    )
     for i in range(n):
         kind = kinds[i]
         if kind == COMMENT:
             kind = NOT_BOILER if discussion else STRONG
         if kind == WEAK and (total[i] - link[i] > guard or para[i] >= weak_keep):
             continue  # a weak word on the element that holds the text: a false alarm
+        if kind == WEAK and schemes and chrome_word(els[i]) in schemes:
+            continue  # the page's name for its repeated content blocks
         if kind != NOT_BOILER and headings and in_heading[i] and els[i].tag != "header":
             continue  # section headings are content whatever their class
         if kind in (STRONG, WEAK):
@@ -256,6 +265,36 @@ def select(
 
     weight = float(total[best]) if listing else score[best]
     return Selection(container, skip, total[0], total[best], weight)
+
+
+def _naming_schemes(
+    els: list[Any],
+    kinds: list[int],
+    parent: list[int],
+    total: list[int],
+    link: list[int],
+    weights: Weights,
+) -> set[str]:
+    """Weak chrome words that the page puts on three or more blocks holding together more
+    than ``scheme_share`` of its text (``elementor-widget``, ``promo`` cards of a landing
+    page): there the word names the page's building blocks, not its chrome."""
+    n = len(els)
+    word_of = [chrome_word(els[i]) if kinds[i] == WEAK else "" for i in range(n)]
+    count: dict[str, int] = {}
+    chars: dict[str, int] = {}
+    # Outermost per word: an element inside another with the same word is not counted again.
+    seen: list[frozenset[str]] = [frozenset()] * n
+    for i in range(n):
+        p = parent[i]
+        above = seen[p] if p >= 0 else frozenset()
+        word = word_of[i]
+        if word and word not in above:
+            count[word] = count.get(word, 0) + 1
+            chars[word] = chars.get(word, 0) + total[i] - link[i]
+            above = above | {word}
+        seen[i] = above
+    least = weights.scheme_share * (total[0] - link[0])
+    return {w for w, c in chars.items() if c > least and count[w] >= 3}
 
 
 def _pick(
