@@ -118,3 +118,24 @@ def test_teaser_cards_beside_an_article_are_still_dropped() -> None:
         '<div class="grid">' + "".join(_card(n) for n in range(1, 4)) + "</div></body></html>"
     )
     assert text(page) == f"{PROSE}\n\n{PROSE}\n\n{PROSE}"
+
+
+def test_landing_page_sections_are_gathered() -> None:
+    sections = [
+        ("Ship faster", "Our tool builds, tests and ships your code while you sleep, every night."),
+        ("Features", "Parallel builds, cached steps and clear logs make every run short and calm."),
+        ("Pricing", "One flat price per team, no seats to count and no surprise bills later on."),
+        ("Questions", "Can I cancel at any time? Yes: stop paying and your data stays yours."),
+    ]
+    body = "".join(
+        f'<section><h2>{h}</h2><p>{p}</p><a href="/signup">Start free</a></section>'
+        for h, p in sections
+    )
+    # A wall of links (integrations, logos) weighs the parent down below any one section.
+    logos = "".join(f'<a href="/integrations/{n}">Integration {n}</a> ' for n in range(40))
+    body += f"<section><div>{logos}</div></section>"
+    page = f"<html><body>{NAV}<main>{body}</main><footer>Terms</footer></body></html>"
+    expected = []
+    for h, p in sections:
+        expected += [h, p, "Start free"]
+    assert text(page) == "\n\n".join(expected)

@@ -69,6 +69,10 @@ class Weights:
     # A weak chrome word on three or more elements that together hold this share of the
     # page's text is the page's naming scheme for its blocks, not chrome; 0: off.
     scheme_share: float = 0.5
+    # A winner that is one of several sibling <section>s, this many of them holding more
+    # prose than links, gives way to their parent (a landing page's hero, features, FAQ);
+    # 0: off.
+    gather_sections: int = 3
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -244,6 +248,9 @@ def select(
             for i in range(1, n):
                 if in_card[parent[i]] or parent[i] in runs:
                     in_card[i] = keep_links[i] = True
+    weight = float(total[best]) if listing else score[best]
+    if weights.gather_sections and not listing:
+        best = _gather_sections(best, els, index, parent, score, boiler, weights.gather_sections)
     container = els[best]
 
     boiler_set = {els[i] for i in range(n) if boiler[i]}
@@ -263,7 +270,6 @@ def select(
                 return True
         return False
 
-    weight = float(total[best]) if listing else score[best]
     return Selection(container, skip, total[0], total[best], weight)
 
 
@@ -295,6 +301,42 @@ def _naming_schemes(
         seen[i] = above
     least = weights.scheme_share * (total[0] - link[0])
     return {w for w, c in chars.items() if c > least and count[w] >= 3}
+
+
+def _gather_sections(
+    best: int,
+    els: list[Any],
+    index: dict[Any, int],
+    parent: list[int],
+    score: list[float],
+    boiler: list[bool],
+    least: int,
+) -> int:
+    """The parent of the winner's ``<section>`` when ``least`` of its sibling sections
+    (the winner's included) weigh more prose than links: the page is made of sections."""
+    j = best
+    for _ in range(3):  # the winner, or a block just inside its section
+        if els[j].tag == "section":
+            break
+        j = parent[j]
+        if j <= 0:
+            return best
+    if els[j].tag != "section":
+        return best
+    p = parent[j]
+    if p < 0 or boiler[p]:
+        return best
+    good, others = 0, 0.0
+    for child in els[p]:
+        if child.tag == "section":
+            i = index.get(child, -1)
+            if i >= 0 and not boiler[i] and score[i] > 0:
+                good += 1
+                if i != j:
+                    others += score[i]
+    # The other sections together weigh at least half the winner's: parts of one page,
+    # not an article among small blocks.
+    return p if good >= least and others * 2 >= score[j] else best
 
 
 def _pick(
