@@ -40,3 +40,14 @@ def test_sidebar_widgets_beside_an_article_are_still_chrome() -> None:
     )
     page = f"<html><body>{NAV}<article>{article}</article><div>{widgets}</div></body></html>"
     assert text(page) == "\n\n".join(_para(n) for n in range(1, 7))
+
+
+def test_a_paragraph_is_not_the_article_when_comments_share_its_container() -> None:
+    # The post's paragraphs and a long comment thread sit in one container: the thread
+    # (chrome) outweighs the post, so the best subtree was a single paragraph.
+    comments = "".join(
+        f'<div class="comment"><p>Comment {n}: {_para(n)} {_para(n)}</p></div>' for n in range(1, 9)
+    )
+    post = "".join(f"<p>{_para(n)}</p>" for n in range(1, 4))
+    page = f'<html><body>{NAV}<div class="postarea">{post}{comments}</div></body></html>'
+    assert text(page) == "\n\n".join(_para(n) for n in range(1, 4))

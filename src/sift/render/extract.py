@@ -73,6 +73,8 @@ class Weights:
     # prose than links, gives way to their parent (a landing page's hero, features, FAQ);
     # 0: off.
     gather_sections: int = 3
+    # A winning paragraph gives way to its parent (chrome in the parent is still skipped).
+    lift_paragraph: bool = True
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -249,6 +251,16 @@ def select(
                 if in_card[parent[i]] or parent[i] in runs:
                     in_card[i] = keep_links[i] = True
     weight = float(total[best]) if listing else score[best]
+    if (
+        weights.lift_paragraph
+        and els[best].tag == "p"
+        and best > 0
+        and not boiler[parent[best]]
+        and sum(1 for c in els[parent[best]] if c.tag == "p") > 1
+    ):
+        # One paragraph among sibling paragraphs is never the whole article: chrome inside
+        # their parent (a long comment thread after the post) outweighed the others.
+        best = parent[best]
     if weights.gather_sections and not listing:
         best = _gather_sections(best, els, index, parent, score, boiler, weights.gather_sections)
     container = els[best]
