@@ -265,17 +265,21 @@ def select(
         best = _gather_sections(best, els, index, parent, score, boiler, weights.gather_sections)
     container = els[best]
 
-    boiler_set = {els[i] for i in range(n) if boiler[i]}
-    linky = {
-        els[i]
-        for i in range(n)
-        if not prose[i] and not keep_links[i] and _linky(els[i], total[i], link[i], weights, host)
-    }
     title_key = _norm(title) if title else ""
+    linky: dict[int, bool] = {}  # decided for the elements the emitter visits only
 
     def skip(el: Any) -> bool:
-        if el in boiler_set or el in linky:
+        i = index.get(el)
+        if i is None:
+            return False
+        if boiler[i]:
             return True
+        if not prose[i] and not keep_links[i]:
+            dropped = linky.get(i)
+            if dropped is None:
+                dropped = linky[i] = _linky(el, total[i], link[i], weights, host)
+            if dropped:
+                return True
         if el.tag in ("h1", "h2") and title_key:
             text = _norm("".join(el.itertext()))
             if text and (text == title_key or (len(text) > 15 and text in title_key)):
