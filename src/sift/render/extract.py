@@ -11,7 +11,13 @@ Inside that container the emitter skips chrome subtrees, link-dominated blocks a
 headline (which ``Rendered.title`` already carries).
 
 A chrome word on an element that holds most of the page's paragraph text is taken to be a
-false alarm (``<div class="post has-header-image">``), so it does not sink the article.
+false alarm (``<div class="post has-header-image">``), so it does not sink the article; so is
+a weak word the page puts on many blocks that hold most of its text (a naming scheme).
+
+Pages that are not one article: a run of teaser cards holding the page's text is the content
+(a listing); a winner among sibling ``<section>``s of similar weight gives way to their parent
+(a landing page); a winning paragraph gives way to its parent (chrome beside it outweighed
+its sibling paragraphs). Each rule is a ``Weights`` field, so it can be measured switched off.
 """
 
 from __future__ import annotations
