@@ -90,3 +90,52 @@ def test_a_page_without_visible_text_gives_its_description() -> None:
     )
     assert text(page) == "How to pick a *first* telescope."
     assert text(page, "markdown") == "How to pick a \\*first\\* telescope."
+
+
+def _card(n: int) -> str:
+    return (
+        f'<article class="card"><h3><a href="/items/{n}">Item number {n}</a></h3>'
+        f"<p>A short blurb about item {n}, two lines at most.</p></article>"
+    )
+
+
+def test_listing_keeps_every_card_and_its_intro() -> None:
+    # Teaser cards around an article are chrome; a grid of them that is the page is content.
+    page = (
+        f"<html><body>{NAV}<main><p>Everything we make, in one place.</p>"
+        '<div class="grid">' + "".join(_card(n) for n in range(1, 13)) + "</div></main>"
+        "<footer>Shop rules apply.</footer></body></html>"
+    )
+    expected = ["Everything we make, in one place."]
+    for n in range(1, 13):
+        expected += [f"Item number {n}", f"A short blurb about item {n}, two lines at most."]
+    assert text(page) == "\n\n".join(expected)
+
+
+def test_teaser_cards_beside_an_article_are_still_dropped() -> None:
+    page = (
+        f"<html><body>{NAV}<article><p>{PROSE}</p><p>{PROSE}</p><p>{PROSE}</p></article>"
+        '<div class="grid">' + "".join(_card(n) for n in range(1, 4)) + "</div></body></html>"
+    )
+    assert text(page) == f"{PROSE}\n\n{PROSE}\n\n{PROSE}"
+
+
+def test_landing_page_sections_are_gathered() -> None:
+    sections = [
+        ("Ship faster", "Our tool builds, tests and ships your code while you sleep, every night."),
+        ("Features", "Parallel builds, cached steps and clear logs make every run short and calm."),
+        ("Pricing", "One flat price per team, no seats to count and no surprise bills later on."),
+        ("Questions", "Can I cancel at any time? Yes: stop paying and your data stays yours."),
+    ]
+    body = "".join(
+        f'<section><h2>{h}</h2><p>{p}</p><a href="/signup">Start free</a></section>'
+        for h, p in sections
+    )
+    # A wall of links (integrations, logos) weighs the parent down below any one section.
+    logos = "".join(f'<a href="/integrations/{n}">Integration {n}</a> ' for n in range(40))
+    body += f"<section><div>{logos}</div></section>"
+    page = f"<html><body>{NAV}<main>{body}</main><footer>Terms</footer></body></html>"
+    expected = []
+    for h, p in sections:
+        expected += [h, p, "Start free"]
+    assert text(page) == "\n\n".join(expected)

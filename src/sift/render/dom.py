@@ -206,6 +206,9 @@ def remove(el: Any) -> None:
     parent.remove(el)
 
 
+_STRIP_TAGS = tuple(sorted(DROP_TAGS - {"button"}))
+
+
 def is_hidden(el: Any) -> bool:
     """True when the element is declared invisible by attribute, inline style or class."""
     attrib = el.attrib
@@ -255,6 +258,11 @@ def clean(root: Any) -> None:
     doomed: list[Any] = []
     hidden: list[Any] = []
     noscripts: list[Any] = []
+    # Whole never-visible subtrees go first, in C (tails kept): the walk below then never
+    # visits the thousands of elements inside icons and embedded documents.
+    # (A button is judged by all the text it held, as before the strip.)
+    big_buttons = {el for el in root.iter("button") if chars(el) > BUTTON_MAX_CHARS}
+    etree.strip_elements(root, *_STRIP_TAGS, with_tail=False)
     for el in root.iter():
         tag = el.tag
         if not isinstance(tag, str):
@@ -262,7 +270,7 @@ def clean(root: Any) -> None:
         elif tag == "noscript":
             noscripts.append(el)
         elif tag in DROP_TAGS:
-            if tag != "button" or chars(el) <= BUTTON_MAX_CHARS:
+            if tag != "button" or el not in big_buttons:
                 doomed.append(el)
         elif is_hidden(el):
             hidden.append(el)

@@ -195,6 +195,27 @@ def _value_is_content(value: str) -> bool:
 NOT_BOILER, WEAK, STRONG, COMMENT = 0, 1, 2, 3
 
 
+@lru_cache(maxsize=8192)
+def _value_chrome_word(value: str) -> str:
+    for word in words_of(value):
+        if word in _NOT_BOILER or word in _CONTENT_WORDS:
+            continue
+        if word in _BOILER_WORDS or word.startswith(_BOILER_PREFIXES):
+            return word
+    return ""
+
+
+def chrome_word(el: Any) -> str:
+    """The first chrome word of the element's class (else id), or ``""``: the name a page
+    gives its repeated blocks (``promo``, ``widget``) when it gives it to many."""
+    cls = el.get("class")
+    word = _value_chrome_word(cls) if cls else ""
+    if not word:
+        ident = el.get("id")
+        word = _value_chrome_word(ident) if ident else ""
+    return word
+
+
 def boiler_kind(el: Any) -> int:
     """How surely the element's tag, role, class or id names page chrome.
 

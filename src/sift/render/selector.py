@@ -87,6 +87,9 @@ def _count(node: Any, counts: dict[str, int], in_has: bool) -> None:
         if in_has:
             counts["nested_has"] += 1
         in_has = True
+        # cssselect 1.3 keeps the combinator opening :has() on the node; 1.2 in arguments.
+        if getattr(getattr(node, "combinator", None), "value", None) in _SIBLING_COMBINATORS:
+            counts["siblings"] += 1
         for arg in getattr(node, "arguments", None) or ():
             combinator = getattr(arg[0], "value", None) if isinstance(arg, tuple) else None
             if combinator in _SIBLING_COMBINATORS:
@@ -104,6 +107,11 @@ def selector_problems(selector: str) -> tuple[list[str], int]:
     try:
         group = parse(selector)
     except (SelectorError, SyntaxError, ValueError, RecursionError) as exc:
+        # cssselect 1.3 refuses while parsing two things the limits name (a :has() inside
+        # :has(), a sibling combinator opening :has()): say which limit, not the parser's.
+        named = _has_problems(selector)
+        if named:
+            return named, selector.lower().count(":has(")
         return [f"not a valid CSS selector ({exc})"], 0
     counts = {"combinators": 0, "pseudo": 0, "has": 0, "nested_has": 0, "siblings": 0}
     for sel in group:
@@ -116,14 +124,35 @@ def selector_problems(selector: str) -> tuple[list[str], int]:
     if counts["pseudo"] > MAX_PSEUDO_CLASSES:
         problems.append(f"{counts['pseudo']} pseudo-classes (at most {MAX_PSEUDO_CLASSES})")
     if counts["siblings"]:
-        problems.append(
-            "looks at siblings ('+', '~', :first-child, :nth-child() and the like), which "
-            "costs time quadratic in the number of siblings; select by tag, class, id, "
-            "attribute, descendant or '>' instead"
-        )
+        problems.append(_SIBLINGS)
     if counts["nested_has"]:
-        problems.append(":has() inside :has() (its cost grows as a power of the page size)")
+        problems.append(_NESTED_HAS)
     return problems, counts["has"]
+
+
+_SIBLINGS = (
+    "looks at siblings ('+', '~', :first-child, :nth-child() and the like), which "
+    "costs time quadratic in the number of siblings; select by tag, class, id, "
+    "attribute, descendant or '>' instead"
+)
+_NESTED_HAS = ":has() inside :has() (its cost grows as a power of the page size)"
+
+
+def _has_problems(selector: str) -> list[str]:
+    """The :has() limits a selector breaks, read from its text (for when it does not parse)."""
+    text = selector.lower()
+    opens: list[bool] = []  # per open parenthesis: is it a :has(
+    nested = sibling = False
+    for i, ch in enumerate(text):
+        if ch == "(":
+            has = text.endswith(":has", 0, i)
+            if has:
+                nested = nested or any(opens)
+                sibling = sibling or text[i + 1 :].lstrip()[:1] in ("+", "~")
+            opens.append(has)
+        elif ch == ")" and opens:
+            opens.pop()
+    return [p for p, hit in ((_SIBLINGS, sibling), (_NESTED_HAS, nested)) if hit]
 
 
 def check_selectors(selector: str | None, exclude: Iterable[str]) -> list[str]:
