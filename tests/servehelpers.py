@@ -1,5 +1,8 @@
 """A real `sift serve` subprocess on 127.0.0.1 for end-to-end tests.
 
+A thread reads the server's output as it comes (``Served.output`` once it has exited): a
+server that logs a lot must never block on a full pipe (a long benchmark run did).
+
 The subprocess uses the system resolver, so tests hand it IP-literal URLs only (a local
 upstream on 127.0.0.1, reachable because the test config lets fleet reach private
 addresses): nothing it is asked to fetch needs DNS.
@@ -11,10 +14,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -30,6 +34,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class _Drain:
+    """Collects a process's output on a thread of its own."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        self._stream = proc.stdout
+        self._lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in self._stream:
+            self._lines.append(line)
+
+    def text(self) -> str:
+        """Everything read, once the process has exited (its end of the pipe is closed)."""
+        self._thread.join(10)
+        self._stream.close()
+        return "".join(self._lines)
+
+
 @dataclass
 class Served:
     base_url: str
@@ -39,6 +64,19 @@ class Served:
     restricted_key: str
     proc: subprocess.Popen[str]
     output: str = ""  # everything the server printed, set once it has exited
+    drain: _Drain | None = field(default=None, repr=False)
+
+    def wait_output(self, timeout_s: float = 30) -> str:
+        """Wait for the server to exit (killed after ``timeout_s``); its whole output."""
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.drain is not None:
+            self.output = self.drain.text()
+            self.drain = None
+        return self.output
 
 
 def write_config(tmp_path: Path, extra: str = "") -> tuple[Path, str, str]:
@@ -59,7 +97,7 @@ class ServeSpec:
     listen_host: str = "127.0.0.1"
 
 
-def _spawn(spec: ServeSpec) -> tuple[subprocess.Popen[str], str]:
+def _spawn(spec: ServeSpec) -> tuple[subprocess.Popen[str], _Drain, str]:
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -78,10 +116,12 @@ def _spawn(spec: ServeSpec) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    return proc, f"http://127.0.0.1:{port}"
+    return proc, _Drain(proc), f"http://127.0.0.1:{port}"
 
 
-def _wait_up(proc: subprocess.Popen[str], base: str, deadline: float, healthy: bool) -> None:
+def _wait_up(
+    proc: subprocess.Popen[str], drain: _Drain, base: str, deadline: float, healthy: bool
+) -> None:
     while True:
         try:
             answer = httpx.get(f"{base}/healthz", timeout=5)
@@ -90,9 +130,9 @@ def _wait_up(proc: subprocess.Popen[str], base: str, deadline: float, healthy: b
             return
         except httpx.TransportError as exc:
             if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()  # first: reading a live server's output would wait forever
-                out, _ = proc.communicate()  # and close the pipe, or a later test warns
-                raise RuntimeError(f"sift serve did not start: {out}") from exc
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"sift serve did not start: {drain.text()}") from exc
             time.sleep(0.1)
 
 
@@ -102,34 +142,30 @@ def _stop(served: list[Served]) -> None:
         if s.proc.poll() is None:
             s.proc.send_signal(signal.SIGTERM)
     for s in served:
-        try:
-            out, _ = s.proc.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            s.proc.kill()
-            out, _ = s.proc.communicate()
-        s.output = out
+        s.wait_output()
 
 
 @contextmanager
 def sift_serves(specs: list[ServeSpec], *, start_timeout_s: float = 30) -> Iterator[list[Served]]:
     """Start every server at once, wait for each /healthz (``start_timeout_s`` for all of
     them), stop them together on exit: several nodes start in the time of about one."""
-    procs: list[tuple[subprocess.Popen[str], str]] = []
+    procs: list[tuple[subprocess.Popen[str], _Drain, str]] = []
     try:
         for spec in specs:
             procs.append(_spawn(spec))
         deadline = time.monotonic() + start_timeout_s
-        for proc, base in procs:
-            _wait_up(proc, base, deadline, healthy=True)
+        for proc, drain, base in procs:
+            _wait_up(proc, drain, base, deadline, healthy=True)
     except BaseException:
-        for proc, _ in procs:
+        for proc, drain, _ in procs:
             if proc.poll() is None:
                 proc.kill()
-            proc.communicate()
+            proc.wait()
+            drain.text()
         raise
     served = [
-        Served(base, spec.config[0], spec.data_dir, spec.config[1], spec.config[2], proc)
-        for spec, (proc, base) in zip(specs, procs, strict=True)
+        Served(base, spec.config[0], spec.data_dir, spec.config[1], spec.config[2], proc, "", drain)
+        for spec, (proc, drain, base) in zip(specs, procs, strict=True)
     ]
     try:
         yield served
@@ -153,9 +189,11 @@ def sift_serve(
     ``listen_host`` may be a name that resolves to 127.0.0.1 (``localhost``); the returned
     ``base_url`` always uses 127.0.0.1."""
     spec = ServeSpec(config or write_config(tmp_path), data_dir or tmp_path / "data", listen_host)
-    proc, base = _spawn(spec)
-    _wait_up(proc, base, time.monotonic() + start_timeout_s, healthy)
-    served = Served(base, spec.config[0], spec.data_dir, spec.config[1], spec.config[2], proc)
+    proc, drain, base = _spawn(spec)
+    _wait_up(proc, drain, base, time.monotonic() + start_timeout_s, healthy)
+    served = Served(
+        base, spec.config[0], spec.data_dir, spec.config[1], spec.config[2], proc, "", drain
+    )
     try:
         yield served
     finally:

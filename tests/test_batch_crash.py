@@ -135,7 +135,7 @@ async def test_sigterm_gives_running_targets_a_grace_then_exits_cleanly(tmp_path
                     await asyncio.sleep(0.02)
             started = time.monotonic()
             served.proc.send_signal(signal.SIGTERM)
-            out, _ = await asyncio.to_thread(served.proc.communicate, timeout=30)
+            out = await asyncio.to_thread(served.wait_output, 30)
             assert served.proc.returncode == 0, out
             assert "Traceback" not in out
             # The grace period (0.5 s) passed, the hanging targets were let go.
