@@ -23,6 +23,7 @@ import secrets
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -163,13 +164,42 @@ def cmd_batch(args: argparse.Namespace) -> int:
     idem = args.idem or default_idem_key(urls)
     if args.new:
         idem += "-" + secrets.token_hex(8)
+    poll = args.poll_s
+
+    def run(where: JobRun) -> int:
+        if where.server:
+            from sift.batch.remote import run_remote
+
+            return run_remote(where.server, where.key, urls, idem, where.out, where.console, poll)
+        assert where.settings is not None
+        return asyncio.run(_run_local(where.settings, urls, idem, where.out, where.console, poll))
+
+    return run_job_command(args, "batch", run)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """Where a job command runs: through ``server`` (with ``key``), or in this process on
+    ``settings`` (then it owns the data directory); results go to ``out``."""
+
+    server: str | None
+    key: str | None
+    settings: Any  # sift.config.Settings; None when a server runs the job
+    out: IO[bytes]
+    console: Console
+
+
+def run_job_command(args: argparse.Namespace, what: str, run: Callable[[JobRun], int]) -> int:
+    """``sift batch`` and ``sift crawl``: pick where the job runs (``--server``, else the
+    server owning the data directory, else this process, which then owns it), open
+    ``--out``, call ``run``; the lock and ``--out`` are let go however it ends."""
     console = Console(stderr=True)
-    server, key, lock = args.server, args.key, None
+    server, key, lock, settings = args.server, args.key, None, None
     if not server:
         from sift.cli import _settings, own_or_delegate
 
         settings = _settings(args)
-        got = own_or_delegate(settings, "batch", args)
+        got = own_or_delegate(settings, what, args)
         if isinstance(got, tuple):
             server, key = got
         else:
@@ -182,11 +212,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         print(f"sift: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if server:
-            from sift.batch.remote import run_remote
-
-            return run_remote(server, key, urls, idem, out, console, args.poll_s)
-        return asyncio.run(_run_local(settings, urls, idem, out, console, args.poll_s))
+        return run(JobRun(server, key, settings, out, console))
     finally:
         if lock is not None:
             lock.release()

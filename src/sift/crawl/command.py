@@ -22,9 +22,7 @@ import json
 import secrets
 import sys
 import time
-from typing import IO, Any, Final
-
-from rich.console import Console
+from typing import Any, Final
 
 from sift.batch.command import EXIT_USAGE
 from sift.cliargs import add_server_args, add_settings_args
@@ -94,59 +92,43 @@ def _bad(exc: BadRequest) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from sift.batch.command import _run_local
+    from sift.batch.command import JobRun, _run_local, run_job_command
 
     params = _params(args, ("max_pages", "max_depth", "scope", "include", "exclude", "sitemap"))
     idem = args.idem or default_idem_key(args.url, params)
     if args.new:
         idem += "-" + secrets.token_hex(8)
-    console = Console(stderr=True)
-    server, key, lock = args.server, args.key, None
-    if not server:
-        from sift.cli import _settings, own_or_delegate
+    poll = args.poll_s
 
-        settings = _settings(args)
-        got = own_or_delegate(settings, "crawl", args)
-        if isinstance(got, tuple):
-            server, key = got
-        else:
-            lock = got
-    try:
-        out: IO[bytes] = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: SIM115
-    except OSError as exc:
-        if lock is not None:
-            lock.release()
-        print(f"sift: --out {args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        if server:
-            from sift.batch.remote import run_remote
-            from sift.client import Client, Job
+    def run(where: JobRun) -> int:
+        try:
+            if where.server:
+                from sift.batch.remote import run_remote
+                from sift.client import Client, Job
 
-            def start(client: Client) -> Job:
-                return client.crawl(args.url, idempotency_key=idem, **params)
+                def start(client: Client) -> Job:
+                    return client.crawl(args.url, idempotency_key=idem, **params)
 
-            return run_remote(server, key, [], idem, out, console, args.poll_s, start=start)
+                return run_remote(
+                    where.server, where.key, [], idem, where.out, where.console, poll, start=start
+                )
 
-        async def start_local(jobs: Any, service: Any) -> tuple[dict[str, Any], bool]:
-            from sift.crawl.submit import submit_crawl
-            from sift.principal import OPERATOR
+            async def start_local(jobs: Any, service: Any) -> tuple[dict[str, Any], bool]:
+                from sift.crawl.submit import submit_crawl
+                from sift.principal import OPERATOR
 
-            body = {"url": args.url, **params}
-            return await submit_crawl(jobs, service, OPERATOR, idem, body, int(time.time()))
+                body = {"url": args.url, **params}
+                return await submit_crawl(jobs, service, OPERATOR, idem, body, int(time.time()))
 
-        return asyncio.run(
-            _run_local(settings, [], idem, out, console, args.poll_s, start=start_local)
-        )
-    except BadRequest as exc:
-        return _bad(exc)
-    finally:
-        if lock is not None:
-            lock.release()
-        if args.out:
-            out.close()
-        else:
-            out.flush()
+            return asyncio.run(
+                _run_local(
+                    where.settings, [], idem, where.out, where.console, poll, start=start_local
+                )
+            )
+        except BadRequest as exc:
+            return _bad(exc)
+
+    return run_job_command(args, "crawl", run)
 
 
 def cmd_map(args: argparse.Namespace) -> int:
