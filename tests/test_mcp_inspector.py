@@ -155,16 +155,17 @@ def check_list(insp: Inspector) -> None:
     assert listed.stderr == ""
 
 
-def check_errors(insp: Inspector, job_id: str, workers: int) -> None:
-    """One failing call per tool, ``workers`` at a time (each is its own Inspector run)."""
+def check_errors(insps: list[Inspector], job_id: str) -> None:
+    """One failing call per tool, all at once (each is its own Inspector run), the i-th
+    through ``insps[i]``."""
     calls = [
         ("fetch", {"url": "ftp://example.com/"}),
         ("batch_submit", {"urls": ["http://127.0.0.1:9/"], "options": {"robots": False}}),
         ("batch_status", {"id": "no-such-job"}),
         ("batch_results", {"id": job_id, "limit": 0}),
     ]
-    with ThreadPoolExecutor(workers) as pool:
-        errors = list(pool.map(lambda c: tool_error(insp.call(*c)), calls))
+    with ThreadPoolExecutor(len(calls)) as pool:
+        errors = list(pool.map(lambda i, c: tool_error(i.call(*c)), insps, calls))
     assert [(e["code"], e["message"]) for e in errors] == [
         ("invalid_url", "Only http and https URLs can be fetched, not ftp:."),
         ("invalid_request", "options: unknown option robots"),
@@ -193,28 +194,42 @@ def test_inspector_over_stdio(inspector: Path, upstream: SyncUpstream, tmp_path:
     # A fleet caller (private addresses allowed by the test config) named by --key, so the
     # test holds whatever `sift mcp` runs as without one.
     cfg, fleet, _restricted = write_config(tmp_path)
-    server = [*SIFT, "mcp", "--config", str(cfg), "--data-dir", str(tmp_path / "data")]
-    insp = Inspector(inspector, ["--", *server, "--key", fleet], tmp_path)
     url = f"{upstream.base_url}/page"
-    check_list(insp)
-    check_fetch(insp, url)
 
-    # Every `sift mcp` is a new process on the same data directory: the job outlives it.
-    submitted = ok(insp.call("batch_submit", {"urls": [url], "idempotency_key": "inspect-1"}))
-    job = submitted["structuredContent"]
-    assert set(job) == {*JOB_KEYS, "created"}
-    assert (job["created"], job["targets_total"]) == (True, 1)
-    status = ok(insp.call("batch_status", {"id": job["id"]}))["structuredContent"]
-    assert set(status) == JOB_KEYS
-    assert (status["id"], status["targets_total"]) == (job["id"], 1)
-    page = ok(insp.call("batch_results", {"id": job["id"]}))["structuredContent"]
-    assert (page["id"], page["next_offset"], [i["url"] for i in page["items"]]) == (
-        job["id"],
-        None,
-        [url],
-    )
-    # One at a time: each run starts a `sift mcp` that owns the data directory while it lives.
-    check_errors(insp, job["id"], workers=1)
+    def over_stdio(data_dir: Path) -> Inspector:
+        server = [*SIFT, "mcp", "--config", str(cfg), "--data-dir", str(data_dir)]
+        return Inspector(inspector, ["--", *server, "--key", fleet], tmp_path)
+
+    def the_job_chain() -> None:
+        # Every `sift mcp` is a new process on the same data directory: the job outlives it.
+        # One at a time there: each run owns the data directory while it lives.
+        insp = over_stdio(tmp_path / "data")
+        submitted = ok(insp.call("batch_submit", {"urls": [url], "idempotency_key": "inspect-1"}))
+        job = submitted["structuredContent"]
+        assert set(job) == {*JOB_KEYS, "created"}
+        assert (job["created"], job["targets_total"]) == (True, 1)
+        status = ok(insp.call("batch_status", {"id": job["id"]}))["structuredContent"]
+        assert set(status) == JOB_KEYS
+        assert (status["id"], status["targets_total"]) == (job["id"], 1)
+        page = ok(insp.call("batch_results", {"id": job["id"]}))["structuredContent"]
+        assert (page["id"], page["next_offset"], [i["url"] for i in page["items"]]) == (
+            job["id"],
+            None,
+            [url],
+        )
+        # The calls that need no job each on a data directory of their own, so all four
+        # run at once (a `sift mcp` owns its data directory while it lives).
+        alone = [over_stdio(tmp_path / f"data-error{i}") for i in range(3)]
+        check_errors([*alone, insp], job["id"])
+
+    # The job chain and the calls that need no job (each on a data directory of its own)
+    # run side by side: every run starts a node process and a `sift mcp`.
+    with ThreadPoolExecutor(3) as pool:
+        chain = pool.submit(the_job_chain)
+        listed = pool.submit(check_list, over_stdio(tmp_path / "data-list"))
+        fetched = pool.submit(check_fetch, over_stdio(tmp_path / "data-fetch"), url)
+        for done in (chain, listed, fetched):
+            done.result()
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +267,7 @@ def test_inspector_over_http(
         "http_status": 200,
         "title": "Inspected",
     }
-    check_errors(insp, job["id"], workers=4)
+    check_errors([insp] * 4, job["id"])
 
     # A restricted caller is refused loopback: the error names its way out (a fleet key).
     refused = tool_error(over_http(served.restricted_key).call("fetch", {"url": url}))
