@@ -10,6 +10,7 @@ addresses): nothing it is asked to fetch needs DNS.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -32,6 +33,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid``, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
 
 
 class _Drain:
@@ -65,6 +79,13 @@ class Served:
     proc: subprocess.Popen[str]
     output: str = ""  # everything the server printed, set once it has exited
     drain: _Drain | None = field(default=None, repr=False)
+
+    def kill_hard(self) -> None:
+        """The whole service dies at once, as on an OOM kill or a power cut: the server and
+        its render workers (which would otherwise hold its output open)."""
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+            os.kill(pid, signal.SIGKILL)
+        self.proc.wait(30)
 
     def wait_output(self, timeout_s: float = 30) -> str:
         """Wait for the server to exit (killed after ``timeout_s``); its whole output."""

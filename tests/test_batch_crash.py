@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sqlite3
 import time
@@ -17,19 +16,6 @@ from servehelpers import sift_serve, write_config
 from upstream import Upstream
 
 CONFIG = "[batch]\nconcurrency = 4\nper_host = 4\nshutdown_grace_s = 0.5\n"
-
-
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid``, from /proc."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # exited while we looked
-        if int(fields[1]) == pid:
-            found.append(int(stat.parent.name))
-    return found
 
 
 async def _view(client: httpx.AsyncClient, job_id: str) -> dict[str, Any]:
@@ -69,11 +55,7 @@ async def test_sigkill_mid_batch_then_restart(tmp_path: Path) -> None:
                     assert time.monotonic() < deadline, counts
                     await asyncio.sleep(0.02)
                 before = (await client.get(f"/v1/batch/{job_id}/results?limit=5")).json()
-            # The whole service dies at once, as on an OOM kill or a power cut: the server
-            # and its render workers (which would otherwise hold its stdout open).
-            for pid in [served.proc.pid, *_children(served.proc.pid)]:
-                os.kill(pid, signal.SIGKILL)
-            served.proc.wait(30)
+            served.kill_hard()
 
         with sift_serve(tmp_path, config=config, data_dir=data) as served:
             auth = {"Authorization": f"Bearer {served.fleet_key}"}

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
 from sift.service import Service
 from sift.workers import RenderPool
-from test_batch_crash import CONFIG, _children
+from test_batch_crash import CONFIG
 from upstream import Upstream
 
 
@@ -75,9 +73,7 @@ async def test_sigkill_mid_crawl_then_restart(tmp_path: Path) -> None:
                     assert time.monotonic() < deadline, view
                     await asyncio.sleep(0.02)
                 before = (await client.get(f"/v1/batch/{job_id}/results?limit=6")).json()
-            for pid in [served.proc.pid, *_children(served.proc.pid)]:
-                os.kill(pid, signal.SIGKILL)
-            served.proc.wait(30)
+            served.kill_hard()
 
         with sift_serve(tmp_path, config=config, data_dir=data) as served:
             auth = {"Authorization": f"Bearer {served.fleet_key}"}
