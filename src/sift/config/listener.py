@@ -1,0 +1,63 @@
+"""``[listener]``: bounds on sift's own HTTP listener, and the hosts and origins it serves."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from sift.config.values import check_positive, doc
+from sift.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """Bounds on sift's own HTTP listener: what one connection may hold before a request."""
+
+    max_connections: int = field(
+        default=1000,
+        metadata=doc(
+            "Open client connections; at the limit the oldest idle or half-sent one is closed, "
+            "else the new one gets 503 too_many_connections."
+        ),
+    )
+    head_timeout_s: float = field(
+        default=10.0,
+        metadata=doc(
+            "Deadline for a request head (line + headers), from connect or the previous "
+            "response; then 408 request_timeout."
+        ),
+    )
+    max_head_bytes: int = field(
+        default=64 << 10,
+        metadata=doc(
+            "Largest request head (line + headers); beyond it 431 header_too_large.", size=True
+        ),
+    )
+    keep_alive_s: int = field(
+        default=5, metadata=doc("Idle seconds after which a kept-alive connection is closed.")
+    )
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            "Anonymous mode: Host names served besides loopback ones (localhost, 127.0.0.1, ::1)."
+        ),
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            "Browser origins (scheme://host[:port]) allowed besides loopback ones, in anonymous "
+            "mode and on /mcp."
+        ),
+    )
+
+
+def check_listener(listener: ListenerSettings, where: str) -> None:
+    for fname in ("max_connections", "max_head_bytes"):
+        if getattr(listener, fname) < 1:
+            raise ConfigError(f"{where}: listener.{fname}: must be at least 1")
+    check_positive(listener, ("head_timeout_s", "keep_alive_s"), where, "listener.")
+    for origin in listener.allowed_origins:
+        if not re.fullmatch(r"https?://[^/\s]+", origin):
+            raise ConfigError(
+                f"{where}: listener.allowed_origins: bad origin {origin!r}; use scheme://host[:port]"
+            )

@@ -1,0 +1,115 @@
+"""The whole settings tree: the top-level keys, one field per section, and ``validate``.
+
+Each section (``[cache]``, ``[classes]``, …) lives in its own module with its dataclass,
+defaults and rules; ``validate`` runs the rules of every section in one fixed order, so the
+first problem reported for a file is always the same one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sift import __version__
+from sift.config.batch import BatchSettings, check_batch
+from sift.config.browser import BrowserSettings, check_browser
+from sift.config.cache import CacheSettings
+from sift.config.callers import Caller, check_callers
+from sift.config.classes import ClassesSettings, check_class_browsers, check_classes
+from sift.config.egress import EgressSettings, check_own_addresses, check_public_cidrs
+from sift.config.listener import ListenerSettings, check_listener
+from sift.config.store import StoreSettings, check_store
+from sift.config.values import doc, parse_listen
+from sift.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str = field(
+        default="127.0.0.1:8080", metadata=doc("Address the HTTP service binds, HOST:PORT.")
+    )
+    data_dir: str = field(default="sift-data", metadata=doc("Directory of the database (sift.db)."))
+    user_agent: str = field(
+        default=f"sift/{__version__} (+https://github.com/sift-fetch/sift)",
+        metadata=doc("User-Agent sent upstream; its first token is the one matched in robots.txt."),
+    )
+    allow_anonymous_public: bool = field(
+        default=False,
+        metadata=doc("With no callers configured, allow binding a non-loopback address anyway."),
+    )
+    metrics_require_key: bool = field(
+        default=False,
+        metadata=doc("GET /metrics answers only requests with a fleet caller's key (else 401)."),
+    )
+    max_request_bytes: int = field(
+        default=1 << 20,
+        metadata=doc(
+            "Largest request body the API accepts (POST /v1/batch: batch.max_request_bytes).",
+            size=True,
+        ),
+    )
+    access_log: bool = field(
+        default=True,
+        metadata=doc("Write one structured (JSON) log line per request to standard error."),
+    )
+    render_workers: int = field(
+        default=0,
+        metadata=doc("Processes that render pages (sift serve); 0 means one per CPU core."),
+    )
+    render_memory_bytes: int = field(
+        default=1 << 30,
+        metadata=doc(
+            "Address-space limit of each render worker (0: none); a render needing more "
+            "fails with render_failed and the worker is replaced.",
+            size=True,
+        ),
+    )
+    cache: CacheSettings = field(default_factory=CacheSettings, metadata=doc("[cache]"))
+    batch: BatchSettings = field(default_factory=BatchSettings, metadata=doc("[batch]"))
+    store: StoreSettings = field(default_factory=StoreSettings, metadata=doc("[store]"))
+    classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=doc("[classes]"))
+    egress: EgressSettings = field(default_factory=EgressSettings, metadata=doc("[egress]"))
+    browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=doc("[browser]"))
+    listener: ListenerSettings = field(default_factory=ListenerSettings, metadata=doc("[listener]"))
+    callers: tuple[Caller, ...] = field(
+        default=(),
+        metadata=doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
+    )
+
+    @property
+    def db_path(self) -> Path:
+        return Path(self.data_dir) / "sift.db"
+
+    @property
+    def listen_host_port(self) -> tuple[str, int]:
+        return parse_listen(self.listen)
+
+    def find_caller(self, key: str) -> Caller | None:
+        """The caller whose key hashes to ``sha256(key)``; constant-time over every caller."""
+        digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+        found: Caller | None = None
+        for caller in self.callers:
+            if hmac.compare_digest(caller.key_sha256, digest):
+                found = caller
+        return found
+
+
+def validate(settings: Settings, where: str) -> None:
+    """Cross-field rules; raises ConfigError naming the key."""
+    try:
+        parse_listen(settings.listen)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: listen: {exc}") from exc
+    check_classes(settings.classes, where)
+    check_public_cidrs(settings.egress, where)
+    check_listener(settings.listener, where)
+    check_own_addresses(settings.egress, where)
+    if settings.render_workers < 0:
+        raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
+    check_class_browsers(settings.classes, where)
+    check_browser(settings.browser, where)
+    check_batch(settings.batch, where)
+    check_store(settings.store, where)
+    check_callers(settings.callers, where)
