@@ -91,69 +91,11 @@ def parse_options(
     if unknown:
         problems.append(f"unknown option {', '.join(unknown)} (known: {', '.join(OPTION_NAMES)})")
     out: dict[str, Any] = {}
-    url = data.get("url")
-    if url is None:
-        if require_url:
-            problems.append("url: required")
-        out["url"] = ""
-    elif not isinstance(url, str) or not url.strip():
-        problems.append("url: expected a non-empty string")
-    elif len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
-        problems.append(f"url: longer than {MAX_URL_BYTES} bytes")
-    else:
-        out["url"] = url.strip()
+    _parse_url(data.get("url"), require_url, out, problems)
     for name, value in data.items():
         if name == "url" or name not in OPTION_NAMES or value is None:
             continue
-        if name == "format":
-            if value not in FORMATS:
-                problems.append(f"format: expected one of {', '.join(FORMATS)}")
-            else:
-                out[name] = value
-        elif name in ("main_content", "links", "robots"):
-            out[name] = _bool(name, value, from_query, problems)
-        elif name in ("selector", "wait_for"):
-            if not isinstance(value, str) or not 0 < len(value) <= MAX_SELECTOR_CHARS:
-                problems.append(f"{name}: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars")
-            else:
-                out[name] = value
-        elif name == "engine":
-            if value not in ENGINES:
-                problems.append(f"engine: expected one of {', '.join(ENGINES)}")
-            else:
-                out[name] = value
-        elif name == "exclude":
-            if from_query and isinstance(value, str):
-                value = [value]
-            if (
-                not isinstance(value, list | tuple)
-                or len(value) > MAX_EXCLUDES
-                or not all(isinstance(v, str) and 0 < len(v) <= MAX_SELECTOR_CHARS for v in value)
-            ):
-                problems.append(f"exclude: expected a list of at most {MAX_EXCLUDES} CSS selectors")
-            else:
-                out[name] = tuple(value)
-        elif name == "max_bytes":
-            out[name] = _int(name, value, from_query, MIN_MAX_BYTES, problems)
-        elif name in ("offset", "max_age_s"):
-            out[name] = _int(name, value, from_query, 0, problems)
-        elif name == "digest":
-            if not isinstance(value, str) or not _DIGEST_RE.fullmatch(value):
-                problems.append("digest: expected 'sha256:' and 64 lowercase hex digits")
-            else:
-                out[name] = value
-        elif name == "timeout_s":
-            if from_query and isinstance(value, str):
-                with contextlib.suppress(ValueError):
-                    value = float(value)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not (0 < value <= 86400)
-            ):
-                problems.append("timeout_s: expected a number of seconds above 0")
-            else:
-                out[name] = float(value)
+        _parse_option(name, value, from_query, out, problems)
     if not problems and ("selector" in out or "exclude" in out):
         # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
         problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
@@ -165,6 +107,74 @@ def parse_options(
             else None,
         )
     return FetchOptions(**{k: v for k, v in out.items() if v is not None})
+
+
+def _parse_url(url: Any, require_url: bool, out: dict[str, Any], problems: list[str]) -> None:
+    if url is None:
+        if require_url:
+            problems.append("url: required")
+        out["url"] = ""
+    elif not isinstance(url, str) or not url.strip():
+        problems.append("url: expected a non-empty string")
+    elif len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
+        problems.append(f"url: longer than {MAX_URL_BYTES} bytes")
+    else:
+        out["url"] = url.strip()
+
+
+def _parse_option(
+    name: str, value: Any, from_query: bool, out: dict[str, Any], problems: list[str]
+) -> None:
+    """Check one option other than ``url``: its value into ``out``, or a line into ``problems``."""
+    if name == "format":
+        if value not in FORMATS:
+            problems.append(f"format: expected one of {', '.join(FORMATS)}")
+        else:
+            out[name] = value
+    elif name in ("main_content", "links", "robots"):
+        out[name] = _bool(name, value, from_query, problems)
+    elif name in ("selector", "wait_for"):
+        if not isinstance(value, str) or not 0 < len(value) <= MAX_SELECTOR_CHARS:
+            problems.append(f"{name}: expected a CSS selector of 1-{MAX_SELECTOR_CHARS} chars")
+        else:
+            out[name] = value
+    elif name == "engine":
+        if value not in ENGINES:
+            problems.append(f"engine: expected one of {', '.join(ENGINES)}")
+        else:
+            out[name] = value
+    elif name == "exclude":
+        if from_query and isinstance(value, str):
+            value = [value]
+        if (
+            not isinstance(value, list | tuple)
+            or len(value) > MAX_EXCLUDES
+            or not all(isinstance(v, str) and 0 < len(v) <= MAX_SELECTOR_CHARS for v in value)
+        ):
+            problems.append(f"exclude: expected a list of at most {MAX_EXCLUDES} CSS selectors")
+        else:
+            out[name] = tuple(value)
+    elif name == "max_bytes":
+        out[name] = _int(name, value, from_query, MIN_MAX_BYTES, problems)
+    elif name in ("offset", "max_age_s"):
+        out[name] = _int(name, value, from_query, 0, problems)
+    elif name == "digest":
+        if not isinstance(value, str) or not _DIGEST_RE.fullmatch(value):
+            problems.append("digest: expected 'sha256:' and 64 lowercase hex digits")
+        else:
+            out[name] = value
+    elif name == "timeout_s":
+        if from_query and isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value)
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not (0 < value <= 86400)
+        ):
+            problems.append("timeout_s: expected a number of seconds above 0")
+        else:
+            out[name] = float(value)
 
 
 _SELECTOR_HINT = "Use a simple CSS selector such as 'article', 'div.content' or '#main p'. " + (
