@@ -56,50 +56,57 @@ def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -
     return Response(dumps(body), status_code=status, headers=headers, media_type="application/json")
 
 
+# The handlers' names are part of the OpenAPI document: FastAPI derives each operationId
+# from its handler's name.
+async def submit(request: Request) -> Response:
+    jobs, principal, now = _caller(request)
+    idem_key = check_idem_key(request.headers.get("idempotency-key"))
+    settings = request.app.state.settings
+    max_targets = settings.classes.get(principal.caller_class).max_targets
+    body = await read_json(request, settings.batch.request_max_bytes(max_targets))
+    view, created = await jobs.submit(principal, idem_key, body, now)
+    if created:
+        return _json(view, 202, {"Location": f"/v1/batch/{view['id']}"})
+    return _json(view)
+
+
+async def list_jobs(
+    request: Request,
+    limit: int = Query(50, ge=1, le=MAX_LIST_LIMIT, description="Jobs to return."),
+) -> Response:
+    jobs, principal, _ = _caller(request)
+    return _json({"items": await jobs.list(principal, limit)})
+
+
+async def status(request: Request, job_id: str) -> Response:
+    jobs, principal, now = _caller(request)
+    return _json(await jobs.status(principal, job_id, now))
+
+
+async def results(
+    request: Request,
+    job_id: str,
+    offset: int = Query(0, ge=0, le=MAX_INT, description="First idx to return."),
+    limit: int = Query(100, ge=1, le=MAX_PAGE_LIMIT, description="Targets per page."),
+) -> Response:
+    jobs, principal, now = _caller(request)
+    page = await jobs.results_page(principal, job_id, offset, limit, now, RESULTS_PAGE_MAX_BYTES)
+    return Response(page, media_type="application/json")
+
+
+async def results_ndjson(request: Request, job_id: str) -> Response:
+    jobs, principal, now = _caller(request)
+    await jobs.check_owner(principal, job_id, now)
+    return StreamingResponse(jobs.results_ndjson(principal, job_id, now), media_type=NDJSON)
+
+
+async def cancel(request: Request, job_id: str) -> Response:
+    jobs, principal, now = _caller(request)
+    return _json(await jobs.cancel(principal, job_id, now))
+
+
 def install_batch_routes(app: FastAPI) -> None:
-    async def submit(request: Request) -> Response:
-        jobs, principal, now = _caller(request)
-        idem_key = check_idem_key(request.headers.get("idempotency-key"))
-        settings = request.app.state.settings
-        max_targets = settings.classes.get(principal.caller_class).max_targets
-        body = await read_json(request, settings.batch.request_max_bytes(max_targets))
-        view, created = await jobs.submit(principal, idem_key, body, now)
-        if created:
-            return _json(view, 202, {"Location": f"/v1/batch/{view['id']}"})
-        return _json(view)
-
-    async def list_jobs(
-        request: Request,
-        limit: int = Query(50, ge=1, le=MAX_LIST_LIMIT, description="Jobs to return."),
-    ) -> Response:
-        jobs, principal, _ = _caller(request)
-        return _json({"items": await jobs.list(principal, limit)})
-
-    async def status(request: Request, job_id: str) -> Response:
-        jobs, principal, now = _caller(request)
-        return _json(await jobs.status(principal, job_id, now))
-
-    async def results(
-        request: Request,
-        job_id: str,
-        offset: int = Query(0, ge=0, le=MAX_INT, description="First idx to return."),
-        limit: int = Query(100, ge=1, le=MAX_PAGE_LIMIT, description="Targets per page."),
-    ) -> Response:
-        jobs, principal, now = _caller(request)
-        page = await jobs.results_page(
-            principal, job_id, offset, limit, now, RESULTS_PAGE_MAX_BYTES
-        )
-        return Response(page, media_type="application/json")
-
-    async def results_ndjson(request: Request, job_id: str) -> Response:
-        jobs, principal, now = _caller(request)
-        await jobs.check_owner(principal, job_id, now)
-        return StreamingResponse(jobs.results_ndjson(principal, job_id, now), media_type=NDJSON)
-
-    async def cancel(request: Request, job_id: str) -> Response:
-        jobs, principal, now = _caller(request)
-        return _json(await jobs.cancel(principal, job_id, now))
-
+    """Register the /v1/batch routes on ``app``, in the order the OpenAPI document lists them."""
     errors: dict[int | str, dict[str, Any]] = dict(ERROR_RESPONSES)
     view: dict[int | str, dict[str, Any]] = {200: {"model": BatchJobView}, **errors}
     common: dict[str, Any] = {"tags": ["batch"], "response_model": None}

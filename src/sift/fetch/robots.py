@@ -33,7 +33,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from protego import Protego
 
@@ -48,9 +48,6 @@ from sift.errors import (
 )
 from sift.fetch.policy import FetchPolicy
 from sift.fetch.url import validate_url
-
-if TYPE_CHECKING:
-    from sift.fetch.client import Fetcher
 
 ROBOTS_MAX_BYTES = 512 << 10
 UNREACHABLE = 0  # the status stored when robots.txt could not be fetched at all
@@ -71,6 +68,26 @@ _ORIGIN_REASONS: dict[str, str] = {
 
 class _RedirectRefused(Exception):
     """robots.txt redirected to a URL this policy may not reach."""
+
+
+class RobotsResponse(Protocol):
+    """The parts of a fetch result a checker reads."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+
+class RobotsFetcher(Protocol):
+    """What a checker needs of the fetcher (``fetch.client.Fetcher`` in production): one
+    guarded GET under a policy. The checker is handed one; it does not import the fetcher's
+    module, which itself takes a checker."""
+
+    async def fetch(
+        self, url: str, policy: FetchPolicy, *, allow_truncation: bool = False
+    ) -> RobotsResponse: ...
 
 
 class RobotsCache(Protocol):
@@ -144,7 +161,7 @@ class RobotsChecker:
 
     def __init__(
         self,
-        fetcher: Fetcher,
+        fetcher: RobotsFetcher,
         policy: FetchPolicy,
         cache: RobotsCache,
         user_agent_token: str,

@@ -34,13 +34,9 @@ from sift.crawl.spec import parse_map
 from sift.crawl.submit import submit_crawl
 from sift.errors import BadRequest, SiftError
 from sift.jsonio import dumps, loads
-from sift.mcp.schema import (
-    DEFAULT_MAX_BYTES,
-    RESULTS_DEFAULT_LIMIT,
-    RESULTS_MAX_LIMIT,
-    TOOLS,
-    input_schema,
-)
+from sift.mcp.fetch_schema import DEFAULT_MAX_BYTES
+from sift.mcp.job_schema import RESULTS_DEFAULT_LIMIT, RESULTS_MAX_LIMIT
+from sift.mcp.schema import TOOLS, input_schema
 from sift.options import MAX_INT, parse_options
 from sift.principal import Principal
 from sift.service import Service

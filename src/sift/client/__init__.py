@@ -1,0 +1,56 @@
+"""A typed Python client for a running sift: ``Client`` (sync) and ``AsyncClient`` (asyncio).
+
+    from sift.client import Client
+    with Client("http://127.0.0.1:8080", key="sift_…") as sift:
+        page = sift.fetch("https://example.com/", max_bytes=4096)
+        print(page.title, page.content)
+        for piece in sift.read("https://example.com/long"):   # follows next_offset
+            ...
+        job = sift.submit(urls, idempotency_key="crawl-42", options={"format": "text"})
+        job.wait(progress=lambda v: print(v.targets_done, "/", v.targets_total))
+        for item in job.results():                            # every page of results
+            print(item.url, item.result.title if item.result else item.error)
+
+Errors raise the same classes the server uses, rebuilt from the error object, so
+``except sift.errors.BlockedAddress`` … ``except Blocked`` works remotely as in-process; a
+batch target's error is the same kind of exception object, in ``BatchItem.error``. Failing
+to reach sift at all raises ``ConnectFailed`` (or ``UpstreamTimeout``), never an httpx error.
+
+The package: ``wire`` (the answers' models and rebuilt errors), ``core`` (each call built and
+read once), ``sync`` (``Client``, ``Job``) and ``aio`` (``AsyncClient``, ``AsyncJob``), the
+twins that only send and sleep.
+"""
+
+from sift.client.aio import AsyncClient, AsyncJob
+from sift.client.core import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, RESULTS_PAGE_SIZE
+from sift.client.sync import Client, Job
+from sift.client.wire import (
+    LIVE_STATES,
+    BatchItem,
+    Envelope,
+    JobState,
+    JobView,
+    Progress,
+    TargetState,
+    error_from_object,
+    error_from_response,
+)
+
+__all__ = [
+    "DEFAULT_POLL_S",
+    "DEFAULT_TIMEOUT_S",
+    "LIVE_STATES",
+    "RESULTS_PAGE_SIZE",
+    "AsyncClient",
+    "AsyncJob",
+    "BatchItem",
+    "Client",
+    "Envelope",
+    "Job",
+    "JobState",
+    "JobView",
+    "Progress",
+    "TargetState",
+    "error_from_object",
+    "error_from_response",
+]

@@ -1,0 +1,132 @@
+"""The MCP ``fetch`` tool's schema, and the page-option fields the job tools share with it
+(``URL_FIELD``, ``FORMAT_FIELD``, ``MAIN_CONTENT_FIELD``, ``SELECTOR_FIELD``).
+
+The schemas mirror ``sift.options`` (the same names, ranges and defaults as ``/v1/fetch``);
+``sift.mcp.tools`` still validates every call through the same parser, so a schema a client
+ignores can never let a bad value through.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import mcp.types as types
+
+from sift.options import (
+    ENGINES,
+    FORMATS,
+    MAX_INT,
+    MAX_SELECTOR_CHARS,
+    MAX_URL_BYTES,
+    MIN_MAX_BYTES,
+    URL_PATTERN,
+)
+from sift.render.selector import LIMITS_TEXT
+
+# A tool result lands in a model's context window: unless the caller asks for more, one
+# fetch returns at most this many bytes (and never more than the caller's class cap).
+DEFAULT_MAX_BYTES: Final = 32 << 10
+_DIGEST_PATTERN: Final = "^sha256:[0-9a-f]{64}$"
+
+URL_FIELD: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_URL_BYTES,
+    "pattern": URL_PATTERN,
+    "description": "Absolute http:// or https:// URL.",
+}
+FORMAT_FIELD: Final = {
+    "type": "string",
+    "enum": list(FORMATS),
+    "default": "markdown",
+    "description": "markdown: the page as Markdown (default); text: plain text; html: cleaned "
+    "HTML; raw: the body as the server sent it, decoded to text.",
+}
+MAIN_CONTENT_FIELD: Final = {
+    "type": "boolean",
+    "default": True,
+    "description": "true (default): only the page's main content, without navigation, "
+    "sidebars, ads and footers. false: the whole visible page.",
+}
+SELECTOR_FIELD: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SELECTOR_CHARS,
+    "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
+    f"'article' or '#content'. {LIMITS_TEXT}",
+}
+_ENGINE: Final = {
+    "type": "string",
+    "enum": list(ENGINES),
+    "default": "auto",
+    "description": "auto (default): plain HTTP, and a headless browser when the page looks "
+    "like a JavaScript shell; http: never the browser; browser: always load the page in "
+    "the browser (slower; for pages that build their text with JavaScript).",
+}
+_WAIT_FOR: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_SELECTOR_CHARS,
+    "description": "Browser only: CSS selector to wait for before reading the page (for "
+    "pages that load their text late), e.g. '#results li'.",
+}
+
+FETCH_DESCRIPTION: Final = (
+    "Fetch a web page and return its content as text (Markdown by default: the main "
+    "content, without navigation and ads). Pages are cached, robots.txt is honoured, and "
+    "only addresses your caller class may reach are fetched.\n\n"
+    f"At most max_bytes bytes (UTF-8) are returned, default {DEFAULT_MAX_BYTES}; the cut "
+    "falls on a clean boundary. The result's second part is a footer: title, final URL, "
+    "HTTP status, the byte range returned and, when truncated, the exact offset and digest "
+    "to pass to read on. Reading on with that offset and digest continues the same "
+    "snapshot (no re-download; the text cannot shift between calls). Errors are returned "
+    "as tool errors: '<code>: <message>' and a hint saying what to do next."
+)
+
+FETCH_TOOL: Final = types.Tool(
+    name="fetch",
+    title="Fetch a web page",
+    description=FETCH_DESCRIPTION,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "url": {**URL_FIELD, "description": "Absolute http:// or https:// URL of the page."},
+            "format": FORMAT_FIELD,
+            "max_bytes": {
+                "type": "integer",
+                "minimum": MIN_MAX_BYTES,
+                "maximum": MAX_INT,
+                "description": "Largest slice of content to return, in UTF-8 bytes. Default "
+                f"{DEFAULT_MAX_BYTES}; a value above your class's cap is lowered to it (the "
+                "footer then warns 'clamped').",
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": MAX_INT,
+                "default": 0,
+                "description": "UTF-8 byte offset into the page's content to start at. To read "
+                "on, pass the offset from the previous footer, together with its digest.",
+            },
+            "digest": {
+                "type": "string",
+                "pattern": _DIGEST_PATTERN,
+                "description": "The snapshot to read, from a previous footer (or a batch "
+                "result). With it, the same snapshot is read from the cache; without it, "
+                "a fresh-enough copy is used or the page is fetched.",
+            },
+            "main_content": MAIN_CONTENT_FIELD,
+            "selector": SELECTOR_FIELD,
+            "engine": _ENGINE,
+            "wait_for": _WAIT_FOR,
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    },
+    annotations=types.ToolAnnotations(
+        title="Fetch a web page",
+        read_only_hint=True,
+        idempotent_hint=True,
+        open_world_hint=True,
+    ),
+)
