@@ -30,33 +30,34 @@ import psycopg
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from sift.batch.pgclaims import PgWork
-from sift.batch.pgschema import EVICT_LOCK, prepare
 from sift.batch.politeness import host_key
-from sift.batch.store import Backend
-from sift.batch.submit import NewTarget, quota_exceeded, service_busy
+from sift.batch.submit import quota_exceeded, service_busy
 from sift.batch.views import CANCELLED_REASON, error_text, final_status, job_view
 from sift.config import StoreSettings
-from sift.dcache import (
+from sift.errors import BadRequest, NotFound, SiftError, StoreError, StoreUnavailable
+from sift.store import (
     CLASS_FLEET,
     CLASS_RESTRICTED,
+    Backend,
     BatchJob,
     BatchTarget,
     JobStatus,
     TargetStatus,
 )
-from sift.dcache.batch import (
+from sift.store.base import (
     IDEM_REUSE_SQL,
     JOB_COLS,
     LIVE_SQL,
     TARGET_COLS,
     TARGET_STATUSES,
     TERMINAL_TARGET,
+    NewTarget,
     check_job_status,
     check_target_status,
     utf8_len,
 )
-from sift.errors import BadRequest, NotFound, SiftError, StoreError, StoreUnavailable
+from sift.store.postgres.claims import PgWork
+from sift.store.postgres.schema import EVICT_LOCK, prepare
 
 _TERMINAL: Final = "('done', 'failed', 'cancelled')"
 NOTIFY_CHANNEL: Final = "sift_batch"

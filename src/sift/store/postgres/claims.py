@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 from sift.batch.politeness import MAX_CRAWL_DELAY_S
 
 if TYPE_CHECKING:
-    from sift.batch.pgstore import PgBatchStore
+    from sift.store.postgres.store import PgBatchStore
 
 # Pending targets of each job a claim looks through for an open host.
 CLAIM_WINDOW: Final = 64
