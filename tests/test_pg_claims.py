@@ -1,4 +1,4 @@
-"""Claims, leases and fencing on the PostgreSQL store (``sift.store.postgres.claims``), exact values.
+"""Claims, leases and fencing on the PostgreSQL store (``store/postgres/claims.py``), exact values.
 
 Each "node" below is its own ``PgBatchStore`` (its own connection pool) on one fresh
 database, as separate sift processes would be. Leases are made to expire without sleeping:
