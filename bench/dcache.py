@@ -29,7 +29,8 @@ from pathlib import Path
 
 import zstandard
 
-from sift.dcache import DB, AsyncDB, BatchJob, BatchTarget, PageEntry
+from sift.dcache import DB, AsyncDB, PageEntry
+from sift.store import BatchJob, BatchTarget
 
 DEFAULT_PAGES = Path(__file__).resolve().parents[2] / (
     "shared/bench/extraction/scrapinghub-article-extraction-benchmark/html"

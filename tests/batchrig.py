@@ -19,11 +19,11 @@ from aiohttp import web
 from apphelpers import fetcher_for, make_settings
 from sift.batch.jobs import BatchJobs
 from sift.batch.runner import BatchRunner
-from sift.batch.sqlitestore import SqliteBatchStore
 from sift.config import BatchSettings, Settings
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
 from sift.service import Service
+from sift.store.sqlite.store import SqliteBatchStore
 from sift.workers import RenderPool
 from upstream import Handler, Upstream
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from pgserver import PgServer, fresh_database, start_server
-from sift.batch.pgschema import migrate
+from sift.store.postgres.schema import migrate
 
 REPO = Path(__file__).resolve().parent.parent
 PG_TEMPLATE = "sift_template"

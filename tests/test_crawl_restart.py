@@ -20,12 +20,12 @@ from crawlsite import crawl_site
 from servehelpers import sift_serve, write_config
 from sift.batch.cluster import ClusterRunner
 from sift.batch.jobs import BatchJobs
-from sift.batch.pgstore import PgBatchStore
 from sift.config import BatchSettings, StoreSettings
 from sift.crawl.submit import submit_crawl
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
 from sift.service import Service
+from sift.store.postgres.store import PgBatchStore
 from sift.workers import RenderPool
 from test_batch_crash import CONFIG
 from upstream import Upstream

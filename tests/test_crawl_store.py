@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from sift.batch.pgstore import PgBatchStore
-from sift.batch.store import BatchStore
-from sift.batch.submit import NewTarget
 from sift.config import StoreSettings
-from sift.dcache import CLASS_FLEET, BatchJob
+from sift.store import CLASS_FLEET, BatchJob, BatchStore, NewTarget
+from sift.store.postgres.store import PgBatchStore
 from test_dcache_batch import db  # noqa: F401  (the fixture: both backends)
 
 U = "https://a.test/"

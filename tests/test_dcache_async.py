@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sift.dcache import DB, AsyncDB, BatchJob, BatchTarget, PageEntry, TargetStatus
+from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import NotFound, StoreError
+from sift.store import BatchJob, BatchTarget, TargetStatus
 
 N = 500
 

@@ -12,20 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from sift.batch.pgstore import PgBatchStore
-from sift.batch.sqlitestore import SqliteBatchStore
-from sift.batch.store import BatchStore
 from sift.config import StoreSettings
-from sift.dcache import (
-    CLASS_FLEET,
-    CLASS_RESTRICTED,
-    DB,
-    AsyncDB,
-    BatchJob,
-    BatchTarget,
-    JobStatus,
-)
+from sift.dcache import DB, AsyncDB
 from sift.errors import BadRequest, NotFound, StoreError
+from sift.store import CLASS_FLEET, CLASS_RESTRICTED, BatchJob, BatchStore, BatchTarget, JobStatus
+from sift.store.postgres.store import PgBatchStore
+from sift.store.sqlite.store import SqliteBatchStore
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from sift.dcache import DB, BatchJob, BatchTarget, PageEntry
+from sift.dcache import DB, PageEntry
 from sift.dcache.schema import SCHEMA_VERSION
 from sift.errors import ConfigError, StoreError
+from sift.store import BatchJob, BatchTarget
 
 
 @pytest.fixture

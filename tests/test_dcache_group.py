@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sift.dcache import DB, AsyncDB, BatchJob, BatchTarget, PageEntry
+from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import NotFound, StoreError
+from sift.store import BatchJob, BatchTarget
 
 
 def _job(id: str, n: int) -> BatchJob:

@@ -1,4 +1,4 @@
-"""Claims, leases and fencing on the PostgreSQL store (``pgclaims``), exact values.
+"""Claims, leases and fencing on the PostgreSQL store (``store/postgres/claims.py``), exact values.
 
 Each "node" below is its own ``PgBatchStore`` (its own connection pool) on one fresh
 database, as separate sift processes would be. Leases are made to expire without sleeping:
@@ -20,13 +20,13 @@ from apphelpers import fetcher_for, make_settings
 from batchrig import FakeClock
 from sift.batch.cluster import ClusterRunner
 from sift.batch.jobs import BatchJobs
-from sift.batch.pgstore import PgBatchStore
-from sift.batch.submit import NewTarget
 from sift.config import BatchSettings, StoreSettings
-from sift.dcache import CLASS_FLEET, DB, AsyncDB, BatchJob
+from sift.dcache import DB, AsyncDB
 from sift.errors import QuotaExceeded
 from sift.principal import Principal
 from sift.service import Service
+from sift.store import CLASS_FLEET, BatchJob, NewTarget
+from sift.store.postgres.store import PgBatchStore
 from sift.workers import RenderPool
 from upstream import Upstream
 

@@ -89,7 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     bound_port = sock.getsockname()[1]  # the real one, also for port 0
     lock.announce(f"[{host}]:{bound_port}" if ":" in host else f"{host}:{bound_port}")
     if settings.store.url:
-        from sift.batch.pgschema import prepare
+        from sift.store.postgres.schema import prepare
 
         prepare(settings.store.url)  # a wrong or unreachable URL: exit 2 now, not at a request
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)

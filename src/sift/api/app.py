@@ -28,8 +28,6 @@ from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
 from sift.api.stats_routes import install_stats_routes
-from sift.batch.openstore import open_store
-from sift.batch.store import BatchStore
 from sift.browser import Browser
 from sift.config import Settings
 from sift.console.routes import install_console
@@ -41,6 +39,8 @@ from sift.mcp.http import install_mcp
 from sift.mcp.tools import Core
 from sift.metrics import Metrics
 from sift.service import Service
+from sift.store import BatchStore
+from sift.store.open import open_store
 from sift.workers import RenderPool
 
 log = logging.getLogger("sift.api")

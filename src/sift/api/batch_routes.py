@@ -28,13 +28,13 @@ from sift.api.schema import ERROR_RESPONSES
 from sift.batch.jobs import MAX_LIST_LIMIT, MAX_PAGE_LIMIT, BatchJobs
 from sift.batch.openstore import make_runner
 from sift.batch.runner import BatchRunner, reconcile
-from sift.batch.store import BatchStore
 from sift.batch.submit import check_idem_key
 from sift.config import Settings
 from sift.jsonio import dumps
 from sift.options import MAX_INT
 from sift.principal import OPERATOR, Principal
 from sift.service import Service
+from sift.store import BatchStore
 
 if TYPE_CHECKING:
     from sift.batch.cluster import ClusterRunner

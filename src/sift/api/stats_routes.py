@@ -19,11 +19,11 @@ from pydantic import BaseModel, Field
 from sift import __version__
 from sift.api.auth import authenticate
 from sift.api.schema import ERROR_RESPONSES
-from sift.batch.store import BatchStore
 from sift.dcache import DB, AsyncDB
 from sift.errors import Unauthorized
 from sift.jsonio import dumps
 from sift.metrics import Metrics
+from sift.store import BatchStore
 
 CACHE_OUTCOMES = ("hit", "miss", "revalidated")
 

@@ -42,8 +42,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from sift.batch.pgclaims import Claim
-from sift.batch.pgstore import PgBatchStore
 from sift.batch.views import error_text
 from sift.config import Settings
 from sift.crawl.crawler import Crawler
@@ -52,6 +50,8 @@ from sift.jsonio import dumps, loads
 from sift.options import parse_options
 from sift.principal import Principal
 from sift.service import Service
+from sift.store.postgres.claims import Claim
+from sift.store.postgres.store import PgBatchStore
 
 log = logging.getLogger("sift.batch")
 

@@ -245,13 +245,14 @@ async def _run_local(
     start: Starter | None = None,
 ) -> int:
     from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.openstore import make_runner
     from sift.batch.runner import reconcile
     from sift.browser import Browser
     from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
     from sift.principal import OPERATOR
     from sift.service import Service
+    from sift.store.open import open_store
 
     started = time.monotonic()
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)

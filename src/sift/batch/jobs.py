@@ -16,13 +16,13 @@ from sift.batch.runner import BatchRunner
 
 if TYPE_CHECKING:
     from sift.batch.cluster import ClusterRunner
-from sift.batch.store import BatchStore
 from sift.batch.submit import parse_submission
-from sift.batch.views import CANCELLED_REASON, TERMINAL_TARGET, item_json, job_view
+from sift.batch.views import TERMINAL_TARGET, item_json, job_view
 from sift.config import Settings
-from sift.dcache import DB, BatchJob
 from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
+from sift.store import BatchJob, BatchStore
+from sift.store.base import job_not_found
 
 MAX_PAGE_LIMIT: Final = 1000
 # Jobs per ``GET /v1/batch`` answer: a caller has at most ``live_jobs`` live ones, and the
@@ -30,49 +30,6 @@ MAX_PAGE_LIMIT: Final = 1000
 MAX_LIST_LIMIT: Final = 200
 # Targets read from the store per step while building a page or the NDJSON stream.
 _READ_CHUNK: Final = 100
-
-
-def _not_found(job_id: str) -> NotFound:
-    return NotFound(
-        f"no batch job {job_id!r}",
-        hint="Check the id; jobs expire when their lease runs out, and only the caller who "
-        "submitted a job can see it.",
-    )
-
-
-def _owned(db: DB, job_id: str, caller: str) -> BatchJob:
-    job = db.batch_job(job_id)
-    if job is None or job.caller != caller:
-        raise _not_found(job_id)
-    return job
-
-
-def _status(
-    db: DB, job_id: str, caller: str, now: int, ttl_s: int, running: int = 0
-) -> dict[str, Any]:
-    """``running``: targets the runner is fetching, pending in the store (see runner)."""
-    job = _owned(db, job_id, caller)
-    counts = db.batch_target_counts(job_id) or {}
-    moved = min(running, counts.get("pending", 0))
-    counts["pending"] = counts.get("pending", 0) - moved
-    counts["running"] = counts.get("running", 0) + moved
-    db.touch_batch_job(job_id, now)
-    job.lease = now
-    return job_view(job, counts, ttl_s)
-
-
-def _cancel(db: DB, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
-    job = _owned(db, job_id, caller)
-    if job.status in ("queued", "running"):
-        db.set_batch_job_status(job_id, "cancelled", CANCELLED_REASON, now)
-        db.finish_pending_targets(job_id, "cancelled", CANCELLED_REASON, None, now)
-    return _status(db, job_id, caller, now, ttl_s)
-
-
-def _touch_owned(db: DB, job_id: str, caller: str, now: int) -> BatchJob:
-    job = _owned(db, job_id, caller)
-    db.touch_batch_job(job_id, now)
-    return job
 
 
 class BatchJobs:
@@ -170,7 +127,7 @@ class BatchJobs:
             want = min(_READ_CHUNK, limit - len(items))
             rows = await self.store.batch_targets_page(job_id, pos, want)
             if rows is None:
-                raise _not_found(job_id)
+                raise job_not_found(job_id)
             for t in rows:
                 line = item_json(t, running, crawl=job.kind == "crawl")
                 if items and size + len(line) > max_bytes:

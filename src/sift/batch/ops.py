@@ -20,7 +20,7 @@ RECONCILE_REASON: Final = "interrupted: an operator reconciled the batch store; 
 
 
 async def _with_pg(settings: Settings) -> Any:
-    from sift.batch.pgstore import PgBatchStore
+    from sift.store.postgres.store import PgBatchStore
 
     return await PgBatchStore.open(settings.store)
 

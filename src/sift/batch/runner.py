@@ -39,17 +39,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from sift.batch.politeness import HostGate, host_key
-from sift.batch.store import BatchStore
 from sift.batch.views import RESTART_REASON, error_text
 from sift.config import Settings
 from sift.crawl.crawler import Crawler
 from sift.crawl.spec import CrawlSpec
-from sift.dcache import DB, JobStatus
 from sift.errors import NotFound, SiftError
 from sift.jsonio import dumps, loads
 from sift.options import parse_options
 from sift.principal import Principal
 from sift.service import Service
+from sift.store import BatchStore
 
 log = logging.getLogger("sift.batch")
 
@@ -109,58 +108,6 @@ class _Slot:
     job: _Job
     target: _Target
     released: bool = False
-
-
-def _begin_job(db: DB, job_id: str, now: int) -> None:
-    job = db.batch_job(job_id)
-    if job is None:
-        raise NotFound(f"batch job {job_id} not found")
-    if job.status == "queued":
-        db.set_batch_job_status(job_id, "running", "", now)
-
-
-def _store_outcome(
-    db: DB,
-    job_id: str,
-    idx: int,
-    now: int,
-    status: str,
-    result: str | None,
-    error: str | None,
-    hint: str | None,
-    max_bytes: int,
-    caller: str | None,
-) -> None:
-    db.update_batch_target(job_id, idx, now, status, result, error, hint)  # type: ignore[arg-type]
-    if db.batch_nbytes() > max_bytes:  # a read: no write transaction when under budget
-        db.evict_batch_oldest(max_bytes, caller=caller)  # the caller's own finished jobs first
-
-
-def _finish_job(
-    db: DB, job_id: str, now: int, max_bytes: int, caller: str | None
-) -> JobStatus | None:
-    """Set the final status from the target counts (unless the job is no longer live)."""
-    job = db.batch_job(job_id)
-    counts = db.batch_target_counts(job_id)
-    if job is None or counts is None:
-        return None
-    if job.status not in ("queued", "running"):
-        return job.status
-    if counts["pending"] or counts["running"]:
-        # Only after a store error lost a target's outcome: it still gets exactly one.
-        lost = SiftError("sift lost track of this target")
-        counts["failed"] += db.finish_pending_targets(job_id, "failed", error_text(lost), None, now)
-    failed = counts["failed"] + counts["cancelled"]
-    status: JobStatus
-    if failed == 0:
-        status, error = "done", ""
-    elif counts["done"] == 0:
-        status, error = "failed", "every target failed; see the results"
-    else:
-        status, error = "partial", ""
-    db.set_batch_job_status(job_id, status, error, now)
-    db.evict_batch_oldest(max_bytes, caller=caller)
-    return status
 
 
 class BatchRunner:

@@ -6,25 +6,24 @@ targets than the class allows, ``BadRequest`` for any bad target, listing the ba
 and why (at most ``MAX_LISTED_PROBLEMS`` of them). Nothing is fetched or stored for a bad
 submission.
 
-``store_submission`` runs on the database's worker thread (``adb.run``), so the idempotency
-lookup, the quota counts and the insert happen with no other database call in between: two
-concurrent submissions with one key cannot both create a job.
+Storing it is the store's ``submit_job`` (``sift.store``): the idempotency lookup, the quota
+counts and the insert happen as one step, so two concurrent submissions with one key cannot
+both create a job.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Final
 
 from sift.config import ClassSettings
-from sift.dcache import DB, BatchJob, BatchTarget
 from sift.errors import BadRequest, QuotaExceeded, RequestTooLarge, ServiceBusy, SiftError
 from sift.fetch.url import validate_url
 from sift.options import apply_class, parse_options
 from sift.principal import Principal
+from sift.store.base import NewTarget
 
 MAX_LISTED_PROBLEMS: Final = 50
 MAX_IDEM_KEY_CHARS: Final = 255
@@ -50,14 +49,6 @@ def check_idem_key(value: str | None) -> str:
             hint=hint,
         )
     return value
-
-
-@dataclass(frozen=True, slots=True)
-class NewTarget:
-    """One validated target: its URL and the JSON of its merged options (url excluded)."""
-
-    url: str
-    options: str
 
 
 def _options_json(options: Mapping[str, Any]) -> str:
@@ -145,36 +136,6 @@ def _parse_target(
     validate_url(opts.url)
     apply_class(opts, principal.caller_class, limits)
     return NewTarget(opts.url, options_json)
-
-
-def store_submission(
-    db: DB,
-    job: BatchJob,
-    targets: Sequence[NewTarget],
-    *,
-    ttl_s: float,
-    live_jobs: int,
-    live_jobs_total: int,
-) -> tuple[str, bool]:
-    """On the DB worker thread: ``(id, created)``. An existing job of the same caller and key
-    (spec rule 3) is returned with ``created=False`` and nothing stored; otherwise the quotas
-    are checked (``QuotaExceeded`` 429, ``ServiceBusy`` 503) and ``job`` with its targets is
-    stored."""
-    existing = db.batch_job_by_idem(job.caller, job.idem_key, job.created_at, ttl_s)
-    if existing is not None:
-        return existing, False
-    mine = db.live_batch_jobs(job.caller)
-    if mine >= live_jobs:
-        raise quota_exceeded(job.caller, mine, live_jobs)
-    if db.live_batch_jobs_total() >= live_jobs_total:
-        raise service_busy(live_jobs_total)
-    db.create_batch_job(job)
-    db.put_batch_targets(
-        job.id, (BatchTarget(job.id, i, t.url, t.options, "pending") for i, t in enumerate(targets))
-    )
-    if job.kind == "crawl":  # a crawl's seen-set starts with its start URL
-        db.put_crawl_seen(job.id, [t.url for t in targets])
-    return job.id, True
 
 
 def quota_exceeded(caller: str, mine: int, live_jobs: int) -> QuotaExceeded:

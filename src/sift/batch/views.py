@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from sift.dcache import BatchJob, BatchTarget, JobStatus
 from sift.errors import SiftError
 from sift.jsonio import dumps, loads
+from sift.store import BatchJob, BatchTarget, JobStatus
 
 # Target-level codes besides the error tree's: a target that never ran to completion.
 CANCELLED_REASON: Final = "cancelled: the job was cancelled before this target finished"

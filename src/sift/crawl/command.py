@@ -167,7 +167,6 @@ def cmd_map(args: argparse.Namespace) -> int:
 
 
 async def _map_local(settings: Any, body: dict[str, Any]) -> dict[str, Any]:
-    from sift.batch.sqlitestore import SqliteBatchStore
     from sift.cli import build_fetcher, render_pool
     from sift.crawl.crawler import Crawler
     from sift.crawl.map import map_site
@@ -175,6 +174,7 @@ async def _map_local(settings: Any, body: dict[str, Any]) -> dict[str, Any]:
     from sift.dcache import AsyncDB
     from sift.principal import OPERATOR
     from sift.service import Service
+    from sift.store.sqlite.store import SqliteBatchStore
 
     spec = parse_map(body)
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)

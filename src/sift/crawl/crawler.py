@@ -30,7 +30,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
 
-from sift.batch.store import BatchStore
 from sift.crawl import sitemap
 from sift.crawl.frontier import Frontier
 from sift.crawl.links import page_links
@@ -41,6 +40,7 @@ from sift.fetch import RobotsChecker, validate_url
 from sift.jsonio import loads
 from sift.principal import Principal
 from sift.service import Service
+from sift.store import BatchStore
 
 log = logging.getLogger("sift.crawl")
 

@@ -13,12 +13,11 @@ from dataclasses import replace
 from typing import Any
 
 from sift.batch.jobs import BatchJobs
-from sift.batch.submit import NewTarget
 from sift.crawl.spec import CrawlSpec, parse_crawl
-from sift.dcache import BatchJob
 from sift.fetch import Target
 from sift.principal import Principal
 from sift.service import Service
+from sift.store import BatchJob, NewTarget
 
 
 async def check_start(service: Service, principal: Principal, url: str) -> Target:

@@ -1,7 +1,8 @@
 """``DB``: sift's one SQLite database — the content cache, robots.txt, and the batch store.
 
-``DB`` puts together the content cache (content.py), the batch store (batch.py) and the small
-robots.txt cache below, over one connection (store.py) opened and migrated by schema.py.
+``DB`` puts together the content cache (content.py), the embedded batch store's tables
+(``sift.store.sqlite.tables``: the store room owns that SQL) and the small robots.txt cache
+below, over one connection (store.py) opened and migrated by schema.py.
 
 Thread model: see aio.py. Every method runs on the caller's thread and blocks; async code goes
 through ``AsyncDB.run``.
@@ -13,12 +14,11 @@ import os
 from collections.abc import Mapping
 from typing import Final
 
-from sift.dcache.batch import BatchStoreMixin
 from sift.dcache.codec import DEFAULT_LEVEL
 from sift.dcache.content import ContentCacheMixin, PageEntry, body_digest
-from sift.dcache.crawl import CrawlStoreMixin
 from sift.dcache.schema import connect
 from sift.errors import ConfigError
+from sift.store.sqlite.tables import BatchTables
 
 __all__ = ["DB", "PageEntry", "body_digest"]
 
@@ -35,7 +35,7 @@ _COUNTERS: Final = (
 )
 
 
-class DB(ContentCacheMixin, BatchStoreMixin, CrawlStoreMixin):
+class DB(ContentCacheMixin, BatchTables):
     """One open database. Build it with ``DB.open``; ``close()`` when done."""
 
     @classmethod

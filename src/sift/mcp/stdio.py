@@ -48,12 +48,13 @@ async def serve_stdio(settings: Settings, principal: Principal) -> None:
     """Serve MCP on standard input/output until the client closes it, then shut down:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
     from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.openstore import make_runner
     from sift.batch.runner import reconcile
     from sift.browser import Browser
     from sift.cli import build_fetcher, render_pool
     from sift.dcache import AsyncDB
     from sift.service import Service
+    from sift.store.open import open_store
 
     adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     pool = render_pool(settings)

@@ -2,9 +2,12 @@
 
 Two backends implement it:
 
-- ``SqliteBatchStore`` (``sift.batch.sqlitestore``): the embedded default, today's
-  ``dcache`` SQLite code run on the database's worker thread, unchanged;
-- ``PgBatchStore`` (``sift.batch.pgstore``): PostgreSQL, shared by several sift nodes.
+- ``SqliteBatchStore`` (``sift.store.sqlite.store``): the embedded default, the batch SQL
+  mixed into the node's SQLite database (``sift.dcache.DB``) run on its worker thread;
+- ``PgBatchStore`` (``sift.store.postgres.store``): PostgreSQL, shared by several sift nodes.
+
+This module also holds what both backends share: the row types (``BatchJob``,
+``BatchTarget``), the closed status sets and their SQL spellings, and the column lists.
 
 The first fourteen methods are the spec's (``spec/batchstore.md``, rules 1–9), with the same
 arguments, results and errors on both backends; the conformance tests run over both. Then
@@ -20,14 +23,102 @@ the spec methods.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, get_args
 
-from sift.dcache import BatchJob, BatchTarget, JobStatus, TargetStatus
-
-if TYPE_CHECKING:
-    from sift.batch.submit import NewTarget
+from sift.errors import BadRequest, NotFound
 
 Backend = Literal["sqlite", "postgres"]
+
+CLASS_FLEET: Final = "fleet"
+CLASS_RESTRICTED: Final = "restricted"
+CallerClass = Literal["fleet", "restricted"]
+
+JobKind = Literal["batch", "crawl"]
+JobStatus = Literal["queued", "running", "done", "partial", "failed", "cancelled"]
+# The spec's target statuses plus "cancelled": a target that never ran because its job was
+# cancelled. It is terminal and counts into targets_done like done and failed.
+TargetStatus = Literal["pending", "running", "done", "failed", "cancelled"]
+
+JOB_STATUSES: Final[frozenset[str]] = frozenset(get_args(JobStatus))
+TARGET_STATUSES: Final[frozenset[str]] = frozenset(get_args(TargetStatus))
+# SQL spellings of the status sets the queries filter on.
+LIVE_SQL: Final = "('queued', 'running')"
+TERMINAL_TARGET: Final[frozenset[str]] = frozenset({"done", "failed", "cancelled"})
+# Rule 3: statuses an idempotent resubmission may land on; failed and cancelled start anew.
+IDEM_REUSE_SQL: Final = "('queued', 'running', 'done', 'partial')"
+
+JOB_COLS: Final = (
+    "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
+    "created_at, lease, nbytes, kind, spec"
+)
+TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
+
+
+@dataclass(slots=True)
+class BatchJob:
+    """One ``batch_job`` row. ``lease`` and ``created_at`` are unix seconds set by the caller."""
+
+    id: str
+    caller: str
+    caller_class: str
+    idem_key: str
+    status: JobStatus
+    error: str
+    targets_total: int
+    targets_done: int
+    created_at: int
+    lease: int
+    nbytes: int
+    kind: JobKind = "batch"
+    spec: str = ""  # a crawl's parameters as JSON (sift.crawl.spec); "" for a batch
+
+
+@dataclass(slots=True)
+class BatchTarget:
+    """One ``batch_target`` row; ``result``/``error``/``hint`` are None until it finishes."""
+
+    job_id: str
+    idx: int
+    url: str
+    options: str
+    status: TargetStatus
+    result: str | None = None
+    error: str | None = None
+    hint: str | None = None
+    depth: int = 0  # a crawl's link depth (0: the start page)
+    parent: int | None = None  # a crawl target: the idx of the page that linked to it
+
+
+def utf8_len(text: str | None) -> int:
+    return 0 if text is None else len(text.encode("utf-8"))
+
+
+def check_target_status(status: str) -> None:
+    if status not in TARGET_STATUSES:
+        raise BadRequest(f"unknown batch target status {status!r}")
+
+
+def check_job_status(status: str) -> None:
+    if status not in JOB_STATUSES:
+        raise BadRequest(f"unknown batch job status {status!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class NewTarget:
+    """One validated target: its URL and the JSON of its merged options (url excluded)."""
+
+    url: str
+    options: str
+
+
+def job_not_found(job_id: str) -> NotFound:
+    """The one NotFound for a job that is missing or another caller's (same message)."""
+    return NotFound(
+        f"no batch job {job_id!r}",
+        hint="Check the id; jobs expire when their lease runs out, and only the caller who "
+        "submitted a job can see it.",
+    )
 
 
 class BatchStore(Protocol):
@@ -155,7 +246,7 @@ class BatchStore(Protocol):
         """Give a job whose targets all have an outcome its final status; None if gone."""
         ...
 
-    # -- crawls: a job that grows (sift.dcache.crawl has the contract) ------------------------
+    # -- crawls: a job that grows (sift.store.sqlite.crawl has the contract) ----------------
 
     async def put_crawl_seen(self, job_id: str, urls: Sequence[str]) -> None:
         """Mark ``urls`` seen for the crawl ``job_id`` without enqueuing them."""

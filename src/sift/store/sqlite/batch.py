@@ -1,4 +1,4 @@
-"""The batch job store: spec/batchstore.md, rules 1–9, on the DB's one connection.
+"""The batch job store's SQLite SQL: spec/batchstore.md, rules 1–9, on the DB's one connection.
 
 A job is one ``batch_job`` row plus its ``batch_target`` rows, and is only ever removed whole:
 by lease (``sweep_batch``), by the batch byte budget (``evict_batch_oldest``, never a live job),
@@ -19,84 +19,26 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Final, Literal, get_args
 
-from sift.dcache.store import StoreBase
 from sift.errors import BadRequest, NotFound
-
-CLASS_FLEET: Final = "fleet"
-CLASS_RESTRICTED: Final = "restricted"
-CallerClass = Literal["fleet", "restricted"]
-
-JobKind = Literal["batch", "crawl"]
-JobStatus = Literal["queued", "running", "done", "partial", "failed", "cancelled"]
-# The spec's target statuses plus "cancelled": a target that never ran because its job was
-# cancelled. It is terminal and counts into targets_done like done and failed.
-TargetStatus = Literal["pending", "running", "done", "failed", "cancelled"]
-
-JOB_STATUSES: Final[frozenset[str]] = frozenset(get_args(JobStatus))
-TARGET_STATUSES: Final[frozenset[str]] = frozenset(get_args(TargetStatus))
-# SQL spellings of the status sets the queries filter on.
-LIVE_SQL: Final = "('queued', 'running')"
-TERMINAL_TARGET: Final[frozenset[str]] = frozenset({"done", "failed", "cancelled"})
-# Rule 3: statuses an idempotent resubmission may land on; failed and cancelled start anew.
-IDEM_REUSE_SQL: Final = "('queued', 'running', 'done', 'partial')"
-
-JOB_COLS: Final = (
-    "id, caller, caller_class, idem_key, status, error, targets_total, targets_done, "
-    "created_at, lease, nbytes, kind, spec"
+from sift.store.base import (
+    CLASS_FLEET,
+    CLASS_RESTRICTED,
+    IDEM_REUSE_SQL,
+    JOB_COLS,
+    LIVE_SQL,
+    TARGET_COLS,
+    TARGET_STATUSES,
+    TERMINAL_TARGET,
+    BatchJob,
+    BatchTarget,
+    JobStatus,
+    TargetStatus,
+    check_job_status,
+    check_target_status,
+    utf8_len,
 )
-TARGET_COLS: Final = "job_id, idx, url, options, status, result, error, hint, depth, parent"
-
-
-@dataclass(slots=True)
-class BatchJob:
-    """One ``batch_job`` row. ``lease`` and ``created_at`` are unix seconds set by the caller."""
-
-    id: str
-    caller: str
-    caller_class: str
-    idem_key: str
-    status: JobStatus
-    error: str
-    targets_total: int
-    targets_done: int
-    created_at: int
-    lease: int
-    nbytes: int
-    kind: JobKind = "batch"
-    spec: str = ""  # a crawl's parameters as JSON (sift.crawl.spec); "" for a batch
-
-
-@dataclass(slots=True)
-class BatchTarget:
-    """One ``batch_target`` row; ``result``/``error``/``hint`` are None until it finishes."""
-
-    job_id: str
-    idx: int
-    url: str
-    options: str
-    status: TargetStatus
-    result: str | None = None
-    error: str | None = None
-    hint: str | None = None
-    depth: int = 0  # a crawl's link depth (0: the start page)
-    parent: int | None = None  # a crawl target: the idx of the page that linked to it
-
-
-def utf8_len(text: str | None) -> int:
-    return 0 if text is None else len(text.encode("utf-8"))
-
-
-def check_target_status(status: str) -> None:
-    if status not in TARGET_STATUSES:
-        raise BadRequest(f"unknown batch target status {status!r}")
-
-
-def check_job_status(status: str) -> None:
-    if status not in JOB_STATUSES:
-        raise BadRequest(f"unknown batch job status {status!r}")
+from sift.store.sqlite.host import SqliteHost
 
 
 def _job(row: Sequence[object]) -> BatchJob:
@@ -107,8 +49,8 @@ def _target(row: Sequence[object]) -> BatchTarget:
     return BatchTarget(*row)  # type: ignore[arg-type]  # columns are TARGET_COLS, in order
 
 
-class BatchStoreMixin(StoreBase):
-    """The batch methods of ``DB``."""
+class BatchStoreMixin(SqliteHost):
+    """The batch methods of ``sift.dcache.DB``."""
 
     # -- jobs ------------------------------------------------------------------------------
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sift.dcache.store import StoreBase
 from sift.errors import NotFound
+from sift.store.sqlite.host import SqliteHost
 
 _LIVE = ("queued", "running")
 
 
-class CrawlStoreMixin(StoreBase):
-    """The crawl methods of ``DB``."""
+class CrawlStoreMixin(SqliteHost):
+    """The crawl methods of ``sift.dcache.DB``."""
 
     def put_crawl_seen(self, job_id: str, urls: Sequence[str]) -> None:
         """Mark ``urls`` seen for ``job_id`` (already seen ones are left alone)."""

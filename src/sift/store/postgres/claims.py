@@ -1,6 +1,6 @@
 """Claims, leases and fencing on the PostgreSQL batch store: how several nodes share work.
 
-A node *claims* targets (``sift_claim``, see ``pgschema``): each claimed target becomes
+A node *claims* targets (``sift_claim``, see ``schema``): each claimed target becomes
 ``running`` with a fresh fencing token (``lease_token``, from a sequence) and a lease
 (``lease_until``, on PostgreSQL's clock so nodes' clocks never matter). While it fetches, the
 node renews its leases (``renew``). Every write it makes about the target names the token,
@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from sift.batch.politeness import MAX_CRAWL_DELAY_S
-
-if TYPE_CHECKING:
-    from sift.batch.pgstore import PgBatchStore
+from sift.store.postgres.conn import PgConn
 
 # Pending targets of each job a claim looks through for an open host.
 CLAIM_WINDOW: Final = 64
@@ -65,17 +63,17 @@ class Completion:
 
 
 class PgWork:
-    """The cluster's work queue over a ``PgBatchStore`` (its pool and error translation)."""
+    """The cluster's work queue over the store's ``PgConn`` (its pool and error translation)."""
 
-    def __init__(self, store: PgBatchStore) -> None:
-        self._store = store
+    def __init__(self, conn: PgConn) -> None:
+        self._conn = conn
         self.fenced_writes = 0
         self.reaped = 0
         self.interrupted = 0
 
     async def live_callers(self) -> list[str]:
         """Callers with queued or running jobs, in the order their oldest live job came."""
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 "SELECT caller FROM batch_job WHERE status IN ('queued', 'running') "
                 "GROUP BY caller ORDER BY min(seq)"
@@ -88,7 +86,7 @@ class PgWork:
         """Up to ``max_n`` pending targets of ``caller``'s live jobs, all on one open host."""
         if max_n < 1:
             return []
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 "SELECT * FROM sift_claim(%s, %s, %s, %s, %s, %s)",
                 (caller, node, per_host, max_n, lease_s, CLAIM_WINDOW),
@@ -121,7 +119,7 @@ class PgWork:
         hint: str | None,
     ) -> Completion:
         """Record the target's outcome if ``claim``'s token still holds it (else fenced)."""
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 """
                 WITH t AS (
@@ -159,7 +157,7 @@ class PgWork:
     async def retry_later(self, claim: Claim, wait_s: float) -> bool:
         """Put the target back to pending with ``attempt + 1``; no target of its host starts
         for ``wait_s`` (Retry-After or backoff), cluster-wide. False when fenced."""
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 f"""
                 WITH t AS (
@@ -186,7 +184,7 @@ class PgWork:
         the claim: the page request of the target that read robots.txt leaves only now,
         after that read, and the next request must keep the delay from it."""
         delay = min(delay_s or 0.0, MAX_CRAWL_DELAY_S)
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 "UPDATE host_gate SET probed = true, crawl_delay_s = %(d)s, "
                 "not_before = CASE WHEN %(d)s > 0 "
@@ -196,7 +194,7 @@ class PgWork:
             )
 
     async def host_probed(self, host: str) -> bool:
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute("SELECT probed FROM host_gate WHERE host = %s", (host,))
             row = await cur.fetchone()
         return bool(row[0]) if row else False
@@ -206,7 +204,7 @@ class PgWork:
         cancelled or swept: their fetches should stop)."""
         if not tokens:
             return set()
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 f"UPDATE batch_target SET lease_until = {_PG_NOW} + %s "
                 "WHERE status = 'running' AND lease_token = ANY(%s) RETURNING lease_token",
@@ -218,7 +216,7 @@ class PgWork:
         """Graceful shutdown: give claimed targets back (pending, stalls unchanged)."""
         if not tokens:
             return 0
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 """
                 WITH t AS (
@@ -240,7 +238,7 @@ class PgWork:
         ``max_stalls``-th loss a target fails with ``interrupted``. Returns the ids of jobs
         in which a target failed so (the caller finishes those that are complete).
         Idempotent and safe on every node at once (SKIP LOCKED)."""
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 f"""
                 WITH exp AS (
@@ -280,7 +278,7 @@ class PgWork:
         """Of ``job_ids``, those whose every target has an outcome (live ones only)."""
         if not job_ids:
             return []
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 "SELECT id FROM batch_job WHERE id = ANY(%s) AND targets_done >= targets_total "
                 "AND status IN ('queued', 'running')",
@@ -290,7 +288,7 @@ class PgWork:
 
     async def gate(self, host: str) -> tuple[int, bool, float, float] | None:
         """``(inflight, probed, crawl_delay_s, not_before)`` of ``host`` (for tests, ops)."""
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 "SELECT inflight, probed, crawl_delay_s, not_before FROM host_gate WHERE host = %s",
                 (host,),
@@ -303,7 +301,7 @@ class PgWork:
     async def cluster_counts(self) -> dict[str, int]:
         """Cluster-wide counts for ``sift stats``: live jobs, pending and running targets, and
         the nodes holding leases now."""
-        async with self._store._tx() as cur:
+        async with self._conn.tx() as cur:
             await cur.execute(
                 "SELECT (SELECT count(*) FROM batch_job WHERE status IN ('queued', 'running')),"
                 " count(*) FILTER (WHERE status = 'pending'),"

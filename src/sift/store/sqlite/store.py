@@ -1,11 +1,9 @@
-"""``SqliteBatchStore``: the embedded batch store, ``dcache``'s SQLite code behind
-``BatchStore``.
+"""``SqliteBatchStore``: the embedded batch store, the batch SQL of the node's SQLite database
+behind ``BatchStore``.
 
 Every method is one ``AsyncDB.run`` call, so it runs whole on the database's one worker
-thread: the composite operations (``submit_job`` = ``store_submission``, ``cancel_job``, …)
-are atomic because nothing else runs between their steps. Behaviour is exactly the one
-before the interface existed; the functions run here stay where they were written
-(``batch.submit``, ``batch.jobs``, ``batch.runner``).
+thread: the composite operations (``submit_job``, ``cancel_job``, …)
+are atomic because nothing else runs between their steps (``steps`` holds them).
 
 The store does not own the ``AsyncDB``: the content cache shares it, and whoever opened it
 closes it.
@@ -13,22 +11,34 @@ closes it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from sift.batch.jobs import _cancel, _owned, _status, _touch_owned
-from sift.batch.runner import _begin_job, _finish_job, _store_outcome
-from sift.batch.store import Backend
-from sift.batch.submit import NewTarget, store_submission
-from sift.dcache import DB, AsyncDB, BatchJob, BatchTarget, JobStatus, TargetStatus
+from sift.store.base import Backend, BatchJob, BatchTarget, JobStatus, NewTarget, TargetStatus
+from sift.store.sqlite import steps
+from sift.store.sqlite.tables import BatchTables as DB
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class DBWorker(Protocol):
+    """What the store needs of the node's ``sift.dcache.AsyncDB``: run a method of the
+    database (a ``DB``, which carries ``BatchTables``) on its worker thread. Declared here
+    so that the store room does not import the content cache."""
+
+    async def run(
+        self, method: Callable[Concatenate[DB, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R: ...
+
 
 _STAT_KEYS = ("batch_jobs", "batch_bytes", "batch_misses", "batch_idem_misses", "batch_evictions")
 
 
 class SqliteBatchStore:
-    """``BatchStore`` over the node's own ``AsyncDB``."""
+    """``BatchStore`` over the node's own ``AsyncDB`` (any ``DBWorker``)."""
 
-    def __init__(self, adb: AsyncDB) -> None:
+    def __init__(self, adb: DBWorker) -> None:
         self.adb = adb
 
     @property
@@ -134,7 +144,7 @@ class SqliteBatchStore:
         live_jobs_total: int,
     ) -> tuple[str, bool]:
         return await self.adb.run(
-            store_submission,
+            steps.submit_job,
             job,
             targets,
             ttl_s=ttl_s,
@@ -143,21 +153,21 @@ class SqliteBatchStore:
         )
 
     async def owned_job(self, job_id: str, caller: str) -> BatchJob:
-        return await self.adb.run(_owned, job_id, caller)
+        return await self.adb.run(steps.owned_job, job_id, caller)
 
     async def touch_owned(self, job_id: str, caller: str, now: int) -> BatchJob:
-        return await self.adb.run(_touch_owned, job_id, caller, now)
+        return await self.adb.run(steps.touch_owned, job_id, caller, now)
 
     async def status_view(
         self, job_id: str, caller: str, now: int, ttl_s: int, running: int = 0
     ) -> dict[str, Any]:
-        return await self.adb.run(_status, job_id, caller, now, ttl_s, running)
+        return await self.adb.run(steps.status_view, job_id, caller, now, ttl_s, running)
 
     async def cancel_job(self, job_id: str, caller: str, now: int, ttl_s: int) -> dict[str, Any]:
-        return await self.adb.run(_cancel, job_id, caller, now, ttl_s)
+        return await self.adb.run(steps.cancel_job, job_id, caller, now, ttl_s)
 
     async def begin_job(self, job_id: str, now: int) -> None:
-        await self.adb.run(_begin_job, job_id, now)
+        await self.adb.run(steps.begin_job, job_id, now)
 
     async def store_outcome(
         self,
@@ -172,13 +182,13 @@ class SqliteBatchStore:
         caller: str | None = None,
     ) -> None:
         await self.adb.run(
-            _store_outcome, job_id, idx, now, status, result, error, hint, max_bytes, caller
+            steps.store_outcome, job_id, idx, now, status, result, error, hint, max_bytes, caller
         )
 
     async def finish_job(
         self, job_id: str, now: int, max_bytes: int, caller: str | None = None
     ) -> JobStatus | None:
-        return await self.adb.run(_finish_job, job_id, now, max_bytes, caller)
+        return await self.adb.run(steps.finish_job, job_id, now, max_bytes, caller)
 
     # -- crawls ------------------------------------------------------------------------------
 
@@ -212,11 +222,11 @@ class SqliteBatchStore:
     # -- operations ----------------------------------------------------------------------------
 
     async def batch_stats(self) -> dict[str, int]:
-        stats = await self.adb.run(DB.stats)
+        stats = await self.adb.run(steps.file_stats)
         return {k: int(stats.get(k, 0)) for k in _STAT_KEYS}
 
     async def check(self) -> None:
-        await self.adb.run(DB.check)
+        await self.adb.run(steps.check)
 
     async def close(self) -> None:
         """Nothing to release: the ``AsyncDB`` belongs to whoever opened it."""
