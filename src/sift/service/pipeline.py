@@ -35,14 +35,14 @@ from sift.errors import (
 )
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, Target, egress_scope
 from sift.fetch.policy import RESTRICTED_PORTS
-from sift.hotcache import BytesLRU, HotCache
-from sift.inflight import InflightLimiter
 from sift.jsonio import dumps, loads
 from sift.metrics import Metrics
 from sift.options import Effective, Engine, FetchOptions, apply_class
 from sift.principal import Principal
 from sift.render import RenderOptions, cap
 from sift.render.extras import cap_links, cap_title
+from sift.service.hotcache import BytesLRU, HotCache
+from sift.service.inflight import InflightLimiter
 from sift.snapshot import DEFAULT_RENDER_TIMEOUT_S, Snapshot, render_call, renders_inline
 from sift.workers import RenderPool
 
