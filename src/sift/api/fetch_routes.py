@@ -86,7 +86,7 @@ def _observe(request: Request, route: str, principal: Principal, url: str | None
 
 async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Response:
     service: Service = request.app.state.service
-    with service.inflight.hold(principal):  # per-caller fairness; see sift/inflight.py
+    with service.inflight.hold(principal):  # per-caller fairness; see sift/service/inflight.py
         body, cache = await service.fetch_json(principal, opts)
     request.scope[OBSERVE_KEY]["cache"] = cache
     return JSONBytes(body)
