@@ -42,7 +42,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from sift.batch.views import error_text
 from sift.config import Settings
 from sift.crawl.crawler import Crawler
 from sift.errors import SiftError
@@ -52,6 +51,7 @@ from sift.principal import Principal
 from sift.service import Service
 from sift.store.postgres.claims import Claim
 from sift.store.postgres.store import PgBatchStore
+from sift.store.views import error_text
 
 log = logging.getLogger("sift.batch")
 

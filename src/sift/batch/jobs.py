@@ -17,12 +17,12 @@ from sift.batch.runner import BatchRunner
 if TYPE_CHECKING:
     from sift.batch.cluster import ClusterRunner
 from sift.batch.submit import parse_submission
-from sift.batch.views import TERMINAL_TARGET, item_json, job_view
 from sift.config import Settings
 from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
 from sift.store import BatchJob, BatchStore
 from sift.store.base import job_not_found
+from sift.store.views import TERMINAL_TARGET, item_json, job_view
 
 MAX_PAGE_LIMIT: Final = 1000
 # Jobs per ``GET /v1/batch`` answer: a caller has at most ``live_jobs`` live ones, and the

@@ -39,7 +39,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from sift.batch.politeness import HostGate, host_key
-from sift.batch.views import RESTART_REASON, error_text
 from sift.config import Settings
 from sift.crawl.crawler import Crawler
 from sift.crawl.spec import CrawlSpec
@@ -49,6 +48,7 @@ from sift.options import parse_options
 from sift.principal import Principal
 from sift.service import Service
 from sift.store import BatchStore
+from sift.store.views import RESTART_REASON, error_text
 
 log = logging.getLogger("sift.batch")
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from sift.config import ClassSettings
-from sift.errors import BadRequest, QuotaExceeded, RequestTooLarge, ServiceBusy, SiftError
+from sift.errors import BadRequest, RequestTooLarge, SiftError
 from sift.fetch.url import validate_url
 from sift.options import apply_class, parse_options
 from sift.principal import Principal
@@ -30,8 +30,6 @@ MAX_IDEM_KEY_CHARS: Final = 255
 # Printable ASCII (space included, but not at either end: HTTP trims header values).
 _IDEM_KEY_RE: Final = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
 # Retry-After sent with a quota refusal: a hint for well-behaved clients, not a promise.
-QUOTA_RETRY_AFTER_S: Final = 30
-BUSY_RETRY_AFTER_S: Final = 10
 _BODY_KEYS: Final = frozenset({"targets", "options"})
 _TARGET_KEYS: Final = frozenset({"url", "options"})
 
@@ -136,24 +134,3 @@ def _parse_target(
     validate_url(opts.url)
     apply_class(opts, principal.caller_class, limits)
     return NewTarget(opts.url, options_json)
-
-
-def quota_exceeded(caller: str, mine: int, live_jobs: int) -> QuotaExceeded:
-    """The 429 for a caller at its live-job quota (every store raises this one)."""
-    err = QuotaExceeded(
-        f"caller {caller} already has {mine} live batch jobs (the limit is {live_jobs})",
-        hint="Wait for one of your jobs to finish, or cancel one (DELETE /v1/batch/{id}), "
-        "then retry.",
-    )
-    err.headers["Retry-After"] = str(QUOTA_RETRY_AFTER_S)
-    return err
-
-
-def service_busy(live_jobs_total: int) -> ServiceBusy:
-    """The 503 when every caller's live jobs together reach ``batch.live_jobs_total``."""
-    err = ServiceBusy(
-        f"the server is running its limit of {live_jobs_total} live batch jobs",
-        hint="Retry after the Retry-After delay.",
-    )
-    err.headers["Retry-After"] = str(BUSY_RETRY_AFTER_S)
-    return err

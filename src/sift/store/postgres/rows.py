@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from sift.batch.politeness import host_key
-from sift.batch.views import job_view
 from sift.errors import BadRequest, NotFound
 from sift.store.base import (
     CLASS_FLEET,
@@ -31,6 +30,7 @@ from sift.store.base import (
     utf8_len,
 )
 from sift.store.postgres.conn import Cursor
+from sift.store.views import job_view
 
 
 def job_row(row: Sequence[Any]) -> BatchJob:

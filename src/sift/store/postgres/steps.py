@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sift.batch.submit import quota_exceeded, service_busy
-from sift.batch.views import CANCELLED_REASON, error_text, final_status
 from sift.errors import NotFound, SiftError
 from sift.store.base import JOB_COLS, LIVE_SQL, BatchJob, BatchTarget, JobStatus, NewTarget
 from sift.store.postgres import rows
 from sift.store.postgres.conn import Cursor
+from sift.store.views import (
+    CANCELLED_REASON,
+    error_text,
+    final_status,
+    quota_exceeded,
+    service_busy,
+)
 
 NOTIFY_CHANNEL: Final = "sift_batch"
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sift.batch.submit import quota_exceeded, service_busy
-from sift.batch.views import CANCELLED_REASON, error_text, job_view
 from sift.errors import NotFound, SiftError
 from sift.store.base import BatchJob, BatchTarget, JobStatus, NewTarget, job_not_found
 from sift.store.sqlite.tables import BatchTables
+from sift.store.views import CANCELLED_REASON, error_text, job_view, quota_exceeded, service_busy
 
 
 def owned_job(db: BatchTables, job_id: str, caller: str) -> BatchJob:

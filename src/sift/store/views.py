@@ -1,4 +1,5 @@
-"""What callers see of a job: the status view and one JSON line per target.
+"""What callers see of a stored job: the status view, one JSON line per target, and the two
+refusals every backend gives a submission (live-job quota, server full).
 
 A target's ``error`` column holds ``"<code>: <message>"`` (the runner writes it so; the
 restart and cancel reasons are written in the same form), and its ``hint`` column the hint,
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from sift.errors import SiftError
+from sift.errors import QuotaExceeded, ServiceBusy, SiftError
 from sift.jsonio import dumps, loads
 from sift.store import BatchJob, BatchTarget, JobStatus
 
@@ -25,6 +26,9 @@ _HINTS: Final = {
     "starts a new job).",
 }
 _CODE_RE: Final = re.compile(r"([a-z][a-z_]*): (.*)", re.S)
+# Retry-After of a submission refused at a live-job quota, or when the server is full.
+QUOTA_RETRY_AFTER_S: Final = 30
+BUSY_RETRY_AFTER_S: Final = 10
 TERMINAL_TARGET: Final = frozenset({"done", "failed", "cancelled"})
 
 
@@ -96,3 +100,24 @@ def final_status(counts: dict[str, int]) -> tuple[JobStatus, str]:
     if counts.get("done", 0) == 0:
         return "failed", "every target failed; see the results"
     return "partial", ""
+
+
+def quota_exceeded(caller: str, mine: int, live_jobs: int) -> QuotaExceeded:
+    """The 429 for a caller at its live-job quota (every store raises this one)."""
+    err = QuotaExceeded(
+        f"caller {caller} already has {mine} live batch jobs (the limit is {live_jobs})",
+        hint="Wait for one of your jobs to finish, or cancel one (DELETE /v1/batch/{id}), "
+        "then retry.",
+    )
+    err.headers["Retry-After"] = str(QUOTA_RETRY_AFTER_S)
+    return err
+
+
+def service_busy(live_jobs_total: int) -> ServiceBusy:
+    """The 503 when every caller's live jobs together reach ``batch.live_jobs_total``."""
+    err = ServiceBusy(
+        f"the server is running its limit of {live_jobs_total} live batch jobs",
+        hint="Retry after the Retry-After delay.",
+    )
+    err.headers["Retry-After"] = str(BUSY_RETRY_AFTER_S)
+    return err
