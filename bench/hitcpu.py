@@ -104,6 +104,7 @@ async def measure(
     from uvicorn.server import ServerState
 
     from sift.api.app import create_app
+
     try:  # this checkout: sift.assembly builds what sift serve runs
         from sift.assembly import build_fetcher
     except ImportError:  # a baseline from before the assembly module
