@@ -82,7 +82,9 @@ async def assemble(
         else:
             adb = AsyncDB(db)
         stack.push_async_callback(adb.close)
-        batch_store = await _open_store(settings, adb, stack) if store or principals else None
+        batch_store = (
+            await _open_store(settings, adb, stack) if store or principals is not None else None
+        )
         pool = render_pool if render_pool is not None else build_render_pool(settings)
         stack.callback(pool.close)
         if start_pool:
