@@ -32,14 +32,13 @@ from pathlib import Path
 
 from aiohttp import web
 
+from sift.assembly import assemble, build_fetcher, build_render_pool
 from sift.browser import Browser
 from sift.config import BrowserSettings, ClassesSettings, ClassSettings, EgressSettings, Settings
-from sift.dcache import AsyncDB
-from sift.fetch import Fetcher, StaticResolver
+from sift.fetch import StaticResolver
 from sift.options import FetchOptions
 from sift.principal import Principal
 from sift.service import Service
-from sift.workers import RenderPool
 
 HOST = "127.0.1.1"
 NAME = "pub.test"
@@ -155,14 +154,28 @@ async def main() -> None:
     args = parser.parse_args()
     if not os.access(CHROMIUM, os.X_OK):
         sys.exit(f"no {CHROMIUM}: apt-get install --no-install-recommends chromium-headless-shell")
-    from playwright.async_api import async_playwright
-
     runner, port = await start_upstream()
+    settings = bench_settings(port)
+    # The parts as sift serve builds them; the fetcher's resolver knows no name (NAME is
+    # in egress.resolve), and the two render workers start on first use.
+    async with assemble(
+        settings,
+        fetcher=build_fetcher(settings, resolver=StaticResolver({})),
+        render_pool=build_render_pool(settings, workers=2),
+        start_pool=False,
+    ) as parts:
+        assert parts.browser is not None
+        await compare(args.pages, args.rounds, port, parts.service, parts.browser)
+    await runner.cleanup()
+
+
+def bench_settings(port: int) -> Settings:
+    """A restricted caller may reach the upstream's port; NAME resolves to HOST ("public")."""
     tmp = tempfile.mkdtemp(prefix="sift-bench-browser-")
     restricted = ClassSettings(
         extra_ports=(port,), browser_pages=4, browser_pages_total=4, browser_timeout_s=30
     )
-    settings = Settings(
+    return Settings(
         data_dir=tmp,
         access_log=False,
         classes=dataclasses.replace(ClassesSettings(), restricted=restricted),
@@ -172,17 +185,12 @@ async def main() -> None:
         ),
         browser=BrowserSettings(max_pages=4),
     )
-    adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    fetcher = Fetcher(
-        user_agent=settings.user_agent,
-        resolver=StaticResolver({}),
-        extra_public_cidrs=settings.egress.extra_public_cidrs,
-        static_hosts=settings.egress.resolve,
-    )
-    await fetcher.start()
-    browser = Browser(settings.browser, fetcher)
-    pool = RenderPool(2, memory_bytes=settings.render_memory_bytes)
-    service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
+
+
+async def compare(pages: int, rounds: int, port: int, service: Service, browser: Browser) -> None:
+    """Pages per second, bare Playwright against sift's guarded browser, and sift's RSS."""
+    from playwright.async_api import async_playwright
+
     agent = Principal("agent", "restricted")
     round_no = 0
 
@@ -212,13 +220,13 @@ async def main() -> None:
     await bare_one(-1)
     best: dict[tuple[str, int], float] = {}
     rss_per_page: dict[int, float] = {}
-    for r in range(args.rounds):
+    for r in range(rounds):
         for concurrency in (2, 4):
             order = [("bare", bare_one), ("sift", sift_one)]
             for name, one in order if r % 2 == 0 else order[::-1]:  # alternate who goes first
                 round_no = r * 10 + concurrency + (0 if name == "bare" else 1000)
                 with PeakRss(sift_roots) as peak:
-                    rate = await run_pool(args.pages, concurrency, one)
+                    rate = await run_pool(pages, concurrency, one)
                 key = (name, concurrency)
                 best[key] = max(best.get(key, 0.0), rate)
                 if name == "sift":
@@ -226,7 +234,7 @@ async def main() -> None:
                     rss_per_page[concurrency] = max(rss_per_page.get(concurrency, 0), per_page)
                 print(f"round {r + 1} {name:4} c={concurrency}: {rate:5.2f} pages/s", flush=True)
     print()
-    print(f"{args.pages} JavaScript pages, best of {args.rounds} rounds (pages/s):")
+    print(f"{pages} JavaScript pages, best of {rounds} rounds (pages/s):")
     print("| pages at once | bare Playwright | sift (guarded) | ratio | sift RSS / open page |")
     print("|---|---|---|---|---|")
     for concurrency in (2, 4):
@@ -238,12 +246,6 @@ async def main() -> None:
     print(f"sift's browser ran in a network namespace: {browser.launcher.netns is not None}")
     await bare.close()
     await pw.stop()
-    await browser.close()
-    await service.close()
-    await fetcher.close()
-    pool.close()
-    await adb.close()
-    await runner.cleanup()
 
 
 if __name__ == "__main__":

@@ -104,7 +104,11 @@ async def measure(
     from uvicorn.server import ServerState
 
     from sift.api.app import create_app
-    from sift.cli import build_fetcher
+
+    try:  # this checkout: sift.assembly builds what sift serve runs
+        from sift.assembly import build_fetcher
+    except ImportError:  # a baseline from before the assembly module
+        from sift.cli import build_fetcher  # type: ignore[attr-defined,no-redef]
     from sift.dcache import DB
 
     protocol_class: Any = HttpToolsProtocol

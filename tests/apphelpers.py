@@ -22,6 +22,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from sift.api.app import create_app
+from sift.assembly import build_fetcher
 from sift.config import (
     Caller,
     ClassesSettings,
@@ -68,12 +69,8 @@ def make_settings(tmp_path: Path, *, upstream_port: int = 0, **changes: Any) -> 
 
 
 def fetcher_for(settings: Settings) -> Fetcher:
-    return Fetcher(
-        user_agent=settings.user_agent,
-        resolver=StaticResolver({}),
-        extra_public_cidrs=settings.egress.extra_public_cidrs,
-        static_hosts=settings.egress.resolve,
-    )
+    """The app's fetcher as ``sift serve`` builds it, with a resolver that knows no name."""
+    return build_fetcher(settings, resolver=StaticResolver({}))
 
 
 @asynccontextmanager

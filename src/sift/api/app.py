@@ -1,8 +1,9 @@
 """The FastAPI application: wiring in one place.
 
 ``create_app(settings, db, fetcher)`` builds the app over an opened database and an
-unstarted fetcher; its lifespan starts the database worker thread, the fetcher and the
-render pool, and closes them at shutdown. Nothing here runs at import time.
+unstarted fetcher; its lifespan starts them with the render pool, the batch store and the
+service through ``sift.assembly.assemble``, and closes them at shutdown. Nothing here runs
+at import time.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import logging
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
 
 from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -28,6 +31,7 @@ from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health
 from sift.api.stats_routes import install_stats_routes
+from sift.assembly import assemble, build_browser, build_render_pool
 from sift.browser import Browser
 from sift.config import Settings
 from sift.console.routes import install_console
@@ -35,15 +39,29 @@ from sift.dcache import DB, AsyncDB
 from sift.errors import RenderUnavailable, Unauthorized
 from sift.fetch import Fetcher
 from sift.jsonio import dumps
-from sift.mcp.http import install_mcp
+from sift.mcp.http import McpHttp, install_mcp
 from sift.mcp.tools import Core
 from sift.metrics import Metrics
-from sift.service import Service
 from sift.store import BatchStore
-from sift.store.open import open_store
 from sift.workers import RenderPool
 
 log = logging.getLogger("sift.api")
+
+
+@dataclass
+class _Wiring:
+    """What the lifespan starts and closes: the parts ``create_app`` was handed or built,
+    and the ``/mcp`` transport installed once the app exists."""
+
+    settings: Settings
+    db: DB
+    fetcher: Fetcher
+    render_pool: RenderPool | None
+    browser: Browser
+    keys: KeyRing
+    metrics: Metrics
+    access_log: AccessLog | None
+    mcp_http: McpHttp | None = None
 
 
 def create_app(
@@ -65,57 +83,13 @@ def create_app(
     keys = keys or KeyRing.from_settings(settings)
     metrics = Metrics()
     # Launched lazily, on the first page that needs it (absent when Chromium is not here).
-    browser = browser or Browser(settings.browser, fetcher, metrics=metrics)
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # 1. The database worker thread and the batch store; 2. the fetcher's connection
-        # pools; 3. the service.
-        adb = AsyncDB(db)
-        try:
-            store = await open_store(settings, adb)
-        except BaseException:
-            await adb.close()
-            raise
-        app.state.store = store
-        if render_pool is not None:
-            render_pool.start()
-        pool = render_pool or RenderPool(1, memory_bytes=settings.render_memory_bytes)
-        await fetcher.start()
-        app.state.adb = adb
-        app.state.service = Service(
-            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser
-        )
-        # Everything allocated so far (modules, schemas, settings) lives for the whole run:
-        # move it out of the collector's reach so full collections stay short under load.
-        # Collect first, so no garbage cycle is frozen with it.
-        gc.collect()
-        gc.freeze()
-        runner = await start_batch(app, settings, store, app.state.service)
-        if keys.reloadable:  # sift serve: `kill -HUP` (or `sift keys add/remove`) reloads keys
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
-        try:
-            async with mcp_http.run():  # the /mcp transport's task group
-                yield
-        finally:
-            if keys.reloadable:
-                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-            await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
-            # Shutdown in reverse: stop fetching, stop rendering, then close the database
-            # (queued writes finish first).
-            if access_log is not None:
-                access_log.flush()
-            await app.state.service.close()
-            await browser.close()
-            await fetcher.close()
-            pool.close()
-            await store.close()
-            await adb.close()
-
+    browser = browser or build_browser(settings, fetcher, metrics=metrics)
+    access_log = AccessLog() if settings.access_log else None
+    wiring = _Wiring(settings, db, fetcher, render_pool, browser, keys, metrics, access_log)
     app = SiftApp(
         title="sift",
         version=__version__,
-        lifespan=lifespan,
+        lifespan=partial(_lifespan, wiring),
         description="Clean, capped, cacheable web content for programs.",
         docs_url=None,  # /docs and /redoc come from the console, with assets served offline
         redoc_url=None,
@@ -129,8 +103,9 @@ def create_app(
     hot_routes = install_fetch_routes(app)
     install_stats_routes(app)
     install_console(app)
-    mcp_http = install_mcp(app, settings, lambda: Core(app.state.service, app.state.batch), keys)
-    access_log = AccessLog() if settings.access_log else None
+    wiring.mcp_http = install_mcp(
+        app, settings, lambda: Core(app.state.service, app.state.batch), keys
+    )
     # Host/Origin refusals are observed (counted and logged) like any other answer: the
     # guard sits inside ObserveMiddleware, on both paths.
     app.add_middleware(HostGuard, settings=settings)
@@ -141,6 +116,53 @@ def create_app(
             HostGuard(inner, settings=settings), metrics=metrics, access_log=access_log
         ),
     )
+    _install_ops_routes(app, wiring)
+    return app
+
+
+@asynccontextmanager
+async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
+    """Start the parts (``sift.assembly.assemble``: the database worker thread and the batch
+    store, the render pool, the fetcher's connection pools, the service), then the batch
+    runner; at shutdown stop the runner first, then close the parts in reverse."""
+    settings, keys = w.settings, w.keys
+    assert w.mcp_http is not None  # create_app installs it before the app can start
+    async with assemble(
+        settings,
+        db=w.db,
+        fetcher=w.fetcher,
+        render_pool=w.render_pool or build_render_pool(settings, workers=1),
+        start_pool=w.render_pool is not None,
+        browser=w.browser,
+        metrics=w.metrics,
+        store=True,
+    ) as parts:
+        app.state.store = parts.store
+        app.state.adb = parts.adb
+        app.state.service = parts.service
+        # Everything allocated so far (modules, schemas, settings) lives for the whole run:
+        # move it out of the collector's reach so full collections stay short under load.
+        # Collect first, so no garbage cycle is frozen with it.
+        gc.collect()
+        gc.freeze()
+        assert parts.store is not None
+        runner = await start_batch(app, settings, parts.store, parts.service)
+        if keys.reloadable:  # sift serve: `kill -HUP` (or `sift keys add/remove`) reloads keys
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
+        try:
+            async with w.mcp_http.run():  # the /mcp transport's task group
+                yield
+        finally:
+            if keys.reloadable:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
+            if w.access_log is not None:
+                w.access_log.flush()
+
+
+def _install_ops_routes(app: SiftApp, w: _Wiring) -> None:
+    """``GET /healthz`` and ``GET /metrics``."""
+    settings, keys, metrics, browser = w.settings, w.keys, w.metrics, w.browser
 
     @app.get(
         "/healthz",
@@ -197,5 +219,3 @@ def create_app(
             counters["leases_lost"] = runner.leases_lost
         metrics.record_store(store.backend, counters, latencies)
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
-
-    return app

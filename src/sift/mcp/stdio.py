@@ -13,12 +13,12 @@ reconciles batch jobs a previous run left in flight and runs the batch runner): 
 
 from __future__ import annotations
 
-import time
 from typing import Any, Final
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+from sift.assembly import assemble
 from sift.config import Settings
 from sift.errors import Unauthorized
 from sift.mcp.server import build_server
@@ -47,46 +47,13 @@ def principal_for_key(settings: Settings, key: str | None) -> Principal:
 async def serve_stdio(settings: Settings, principal: Principal) -> None:
     """Serve MCP on standard input/output until the client closes it, then shut down:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
-    from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import make_runner
-    from sift.batch.runner import reconcile
-    from sift.browser import Browser
-    from sift.cli import build_fetcher, render_pool
-    from sift.dcache import AsyncDB
-    from sift.service import Service
-    from sift.store.open import open_store
-
-    adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    pool = render_pool(settings)
-    pool.start()
-    try:
-        store = await open_store(settings, adb)
-    except BaseException:
-        pool.close()
-        await adb.close()
-        raise
-    try:
-        if not store.shared:
-            await reconcile(store, int(time.time()))
-        async with build_fetcher(settings) as fetcher:
-            browser = Browser(settings.browser, fetcher)  # launched on first use
-            service = Service(settings, adb, fetcher, render_pool=pool, browser=browser)
-            runner = make_runner(settings, store, service, principals={principal.name: principal})
-            core = Core(service, BatchJobs(settings, store, runner))
-            runner.start()
-            try:
-                server = build_server(SiftTools(lambda: core), _fixed(principal))
-                async with stdio_server() as (read_stream, write_stream):
-                    await server.run(
-                        read_stream, write_stream, server.create_initialization_options()
-                    )
-            finally:
-                await runner.stop(settings.batch.shutdown_grace_s)
-                await browser.close()
-    finally:
-        pool.close()
-        await store.close()
-        await adb.close()
+    async with assemble(settings, principals={principal.name: principal}) as parts:
+        assert parts.runner is not None and parts.jobs is not None
+        core = Core(parts.service, parts.jobs)
+        parts.runner.start()
+        server = build_server(SiftTools(lambda: core), _fixed(principal))
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def _fixed(principal: Principal) -> Any:

@@ -1,4 +1,4 @@
-"""Argument groups shared by every `sift` subcommand (settings, remote server)."""
+"""Argument groups shared by the `sift` commands (settings, remote server)."""
 
 from __future__ import annotations
 

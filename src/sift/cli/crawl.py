@@ -22,14 +22,17 @@ import json
 import secrets
 import sys
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
-from sift.batch.command import EXIT_USAGE
-from sift.cliargs import add_server_args, add_settings_args
+if TYPE_CHECKING:
+    from sift.config import Settings
+
+from sift.assembly import own_or_delegate, settings_for
+from sift.cli.args import add_server_args, add_settings_args
+from sift.cli.exits import EXIT_OK, EXIT_USAGE
+from sift.cli.jobrun import JobRun, run_job_command, run_local
 from sift.crawl.scope import SCOPES
 from sift.errors import BadRequest
-
-EXIT_OK: Final = 0
 
 
 def _add_scope_args(p: argparse.ArgumentParser) -> None:
@@ -48,7 +51,7 @@ def _add_scope_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_crawl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``sift crawl`` and ``sift map`` (``cli.build_parser`` calls this)."""
+    """Register ``sift crawl`` and ``sift map`` (``sift.cli.build_parser`` calls this)."""
     p = sub.add_parser("crawl", help="crawl a site: a batch job that grows as links are found")
     add_settings_args(p)
     _add_scope_args(p)
@@ -92,8 +95,6 @@ def _bad(exc: BadRequest) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from sift.batch.command import JobRun, _run_local, run_job_command
-
     params = _params(args, ("max_pages", "max_depth", "scope", "include", "exclude", "sitemap"))
     idem = args.idem or default_idem_key(args.url, params)
     if args.new:
@@ -103,7 +104,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
     def run(where: JobRun) -> int:
         try:
             if where.server:
-                from sift.batch.remote import run_remote
+                from sift.cli.remote import run_remote
                 from sift.client import Client, Job
 
                 def start(client: Client) -> Job:
@@ -120,8 +121,9 @@ def cmd_crawl(args: argparse.Namespace) -> int:
                 body = {"url": args.url, **params}
                 return await submit_crawl(jobs, service, OPERATOR, idem, body, int(time.time()))
 
+            assert where.settings is not None
             return asyncio.run(
-                _run_local(
+                run_local(
                     where.settings, [], idem, where.out, where.console, poll, start=start_local
                 )
             )
@@ -135,9 +137,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     params = _params(args, ("scope", "include", "exclude", "sitemap", "limit"))
     server, key, lock = args.server, args.key, None
     if not server:
-        from sift.cli import _settings, own_or_delegate
-
-        settings = _settings(args)
+        settings = settings_for(args)
         got = own_or_delegate(settings, "map", args)
         if isinstance(got, tuple):
             server, key = got
@@ -166,27 +166,17 @@ def cmd_map(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-async def _map_local(settings: Any, body: dict[str, Any]) -> dict[str, Any]:
-    from sift.cli import build_fetcher, render_pool
+async def _map_local(settings: Settings, body: dict[str, Any]) -> dict[str, Any]:
+    from sift.assembly import assemble
     from sift.crawl.crawler import Crawler
     from sift.crawl.map import map_site
     from sift.crawl.spec import parse_map
-    from sift.dcache import AsyncDB
     from sift.principal import OPERATOR
-    from sift.service import Service
     from sift.store.sqlite.store import SqliteBatchStore
 
     spec = parse_map(body)
-    adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    pool = render_pool(settings)
-    pool.start()
-    try:
-        async with build_fetcher(settings) as fetcher:
-            service = Service(settings, adb, fetcher, render_pool=pool)
-            crawler = Crawler(SqliteBatchStore(adb), service)
-            result = await map_site(crawler, service, OPERATOR, spec)
-            await service.close()
-            return result
-    finally:
-        pool.close()
-        await adb.close()
+    # A map stores no job: its crawler gets the embedded store over the local database,
+    # and the service no browser (pages are read over HTTP).
+    async with assemble(settings, with_browser=False) as parts:
+        crawler = Crawler(SqliteBatchStore(parts.adb), parts.service)
+        return await map_site(crawler, parts.service, OPERATOR, spec)

@@ -1,4 +1,7 @@
-"""The ``sift mcp`` subcommand (``cli.build_parser`` registers it with ``add_mcp_parser``)."""
+"""The ``sift mcp`` subcommand (``sift.cli.build_parser`` registers it with ``add_mcp_parser``).
+
+The server itself is ``sift.mcp.stdio``, imported only when the command runs (the MCP SDK
+is not needed for anything else the CLI does)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ import asyncio
 import logging
 import os
 
-from sift.cliargs import add_settings_args
+from sift import datadir
+from sift.assembly import settings_for
+from sift.cli.args import add_settings_args
 from sift.config import CALLER_CLASSES
 
 
@@ -44,12 +49,10 @@ def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from sift import datadir
-    from sift.cli import _settings
     from sift.mcp.stdio import STDIO_CALLER, principal_for_key, serve_stdio
     from sift.principal import OPERATOR, Principal
 
-    settings = _settings(args)
+    settings = settings_for(args)
     if args.operator:
         principal = OPERATOR
     elif args.caller_class is not None:

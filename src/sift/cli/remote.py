@@ -9,13 +9,8 @@ from typing import IO
 
 from rich.console import Console
 
-from sift.batch.command import (
-    EXIT_INTERRUPTED,
-    BatchProgress,
-    exit_code,
-    replay_notice,
-    summary,
-)
+from sift.cli.exits import EXIT_INTERRUPTED
+from sift.cli.progress import BatchProgress, exit_code, replay_notice, summary
 from sift.client import Client, Job, JobView
 
 

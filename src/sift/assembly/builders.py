@@ -1,0 +1,50 @@
+"""The single parts of a running sift, built from settings and not started."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from sift.config import Settings
+
+if TYPE_CHECKING:
+    from sift.browser import Browser
+    from sift.fetch import Fetcher, Resolver
+    from sift.metrics import Metrics
+    from sift.workers import RenderPool
+
+
+def build_fetcher(settings: Settings, *, resolver: Resolver | None = None) -> Fetcher:
+    """The process's one fetcher, configured from settings (not started). Its own listen
+    address is refused as a target. ``resolver``: the names not in ``egress.resolve``
+    (default the system's; tests pass one that knows no name)."""
+    from sift.fetch import Fetcher
+    from sift.fetch.egress import listen_addresses
+
+    host, port = settings.listen_host_port
+    return Fetcher(
+        user_agent=settings.user_agent,
+        resolver=resolver,
+        extra_public_cidrs=settings.egress.extra_public_cidrs,
+        static_hosts=settings.egress.resolve,
+        own_addresses=[*listen_addresses(host, port), *settings.egress.own_addresses],
+    )
+
+
+def build_render_pool(settings: Settings, workers: int | None = None) -> RenderPool:
+    """A render pool (not started): ``workers``, else ``render_workers``, else one per core.
+    Rendering is CPU-bound: processes use every core and keep the event loop free."""
+    from sift.workers import RenderPool
+
+    count = workers or settings.render_workers or os.cpu_count() or 1
+    return RenderPool(count, memory_bytes=settings.render_memory_bytes)
+
+
+def build_browser(
+    settings: Settings, fetcher: Fetcher, *, metrics: Metrics | None = None
+) -> Browser:
+    """The guarded headless browser over ``fetcher``; Chromium is launched on the first page
+    that needs it (absent when Chromium is not installed)."""
+    from sift.browser import Browser
+
+    return Browser(settings.browser, fetcher, metrics=metrics)

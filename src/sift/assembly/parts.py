@@ -1,0 +1,137 @@
+"""``assemble``: every part of a running sift, started in order and closed in reverse.
+
+Start: the database (its worker thread), the batch store, the render pool, the fetcher's
+connection pools, the browser front, the service; then, for a command that runs jobs, the
+runner and ``BatchJobs`` over the store (jobs a previous run left in flight in a store of
+its own are reconciled first). Close, however the block ends: the runner (running targets
+get ``batch.shutdown_grace_s``), the service (its pending counters are written), the
+browser, the fetcher, the render pool, the store, and the database last (queued writes
+finish first).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sift.assembly.builders import build_browser, build_fetcher, build_render_pool
+from sift.config import Settings
+
+if TYPE_CHECKING:
+    from sift.batch.cluster import ClusterRunner
+    from sift.batch.jobs import BatchJobs
+    from sift.batch.runner import BatchRunner
+    from sift.browser import Browser
+    from sift.dcache import DB, AsyncDB
+    from sift.fetch import Fetcher
+    from sift.metrics import Metrics
+    from sift.principal import Principal
+    from sift.service import Service
+    from sift.store import BatchStore
+    from sift.workers import RenderPool
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A running sift's parts. ``store`` is there when asked for (or jobs are); ``runner``
+    and ``jobs`` only for a command that runs jobs (the runner is built, not started)."""
+
+    settings: Settings
+    adb: AsyncDB
+    render_pool: RenderPool
+    fetcher: Fetcher
+    browser: Browser | None
+    service: Service
+    store: BatchStore | None = None
+    runner: BatchRunner | ClusterRunner | None = None
+    jobs: BatchJobs | None = None
+
+
+@asynccontextmanager
+async def assemble(
+    settings: Settings,
+    *,
+    db: DB | None = None,
+    fetcher: Fetcher | None = None,
+    render_pool: RenderPool | None = None,
+    start_pool: bool = True,
+    browser: Browser | None = None,
+    with_browser: bool = True,
+    metrics: Metrics | None = None,
+    store: bool = False,
+    principals: Mapping[str, Principal] | None = None,
+) -> AsyncIterator[Parts]:
+    """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
+
+    Each part may be handed in instead of built (it is then owned and closed here too):
+    ``db`` an opened database (default: open ``settings.db_path``), ``fetcher`` (default
+    ``build_fetcher``), ``render_pool`` (default ``build_render_pool``; ``start_pool=False``
+    leaves it to start on first use), ``browser`` (default ``build_browser``; none with
+    ``with_browser=False``). ``store=True`` opens the batch store; ``principals`` (who
+    may own jobs the runner runs) also builds the runner and ``BatchJobs``.
+    """
+    from sift.dcache import AsyncDB
+    from sift.service import Service
+
+    async with AsyncExitStack() as stack:
+        if db is None:
+            adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+        else:
+            adb = AsyncDB(db)
+        stack.push_async_callback(adb.close)
+        batch_store = (
+            await _open_store(settings, adb, stack) if store or principals is not None else None
+        )
+        pool = render_pool if render_pool is not None else build_render_pool(settings)
+        stack.callback(pool.close)
+        if start_pool:
+            pool.start()
+        fetcher = fetcher if fetcher is not None else build_fetcher(settings)
+        await fetcher.start()
+        stack.push_async_callback(fetcher.close)
+        if browser is None and with_browser:
+            browser = build_browser(settings, fetcher)
+        if browser is not None:
+            stack.push_async_callback(browser.close)
+        service = Service(
+            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser
+        )
+        stack.push_async_callback(service.close)
+        parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
+        if principals is not None:
+            assert batch_store is not None
+            parts = await _with_jobs(parts, batch_store, principals, stack)
+        yield parts
+
+
+async def _open_store(settings: Settings, adb: AsyncDB, stack: AsyncExitStack) -> BatchStore:
+    from sift.store.open import open_store
+
+    store = await open_store(settings, adb)
+    stack.push_async_callback(store.close)
+    return store
+
+
+async def _with_jobs(
+    parts: Parts,
+    store: BatchStore,
+    principals: Mapping[str, Principal],
+    stack: AsyncExitStack,
+) -> Parts:
+    """``parts`` with the runner (not started; stopped on exit) and ``BatchJobs``, after
+    failing the jobs a previous run left in flight in a store no other node shares."""
+    from dataclasses import replace
+
+    from sift.batch.jobs import BatchJobs
+    from sift.batch.openstore import make_runner
+    from sift.batch.runner import reconcile
+
+    settings = parts.settings
+    if not store.shared:
+        await reconcile(store, int(time.time()))
+    runner = make_runner(settings, store, parts.service, principals=principals)
+    stack.push_async_callback(runner.stop, settings.batch.shutdown_grace_s)
+    return replace(parts, runner=runner, jobs=BatchJobs(settings, store, runner))

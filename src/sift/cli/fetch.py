@@ -1,0 +1,123 @@
+"""``sift fetch URL``: one URL in-process as the operator, or through a running sift
+(``--server``, or the ``sift serve`` that owns the data directory)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from sift.assembly import own_or_delegate, settings_for
+from sift.cli.args import add_server_args, add_settings_args
+from sift.cli.exits import EXIT_UPSTREAM_STATUS
+from sift.datadir import DataDirLock
+
+if TYPE_CHECKING:
+    from sift.config import Settings
+
+
+def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "fetch",
+        help="fetch one URL and print its content",
+        description="Fetch one URL in-process as the operator (or through the sift serve "
+        "that owns the data directory, or --server) and print its content.",
+        epilog="exit status: 0 the page was fetched (upstream 2xx/3xx); 1 sift refused or "
+        "could not fetch it (the error and its hint on standard error; with --json, the "
+        "error envelope on standard output); 2 bad usage, configuration or path; "
+        f"{EXIT_UPSTREAM_STATUS} the upstream answered 4xx or 5xx (its content is still "
+        "printed).",
+    )
+    add_settings_args(p)
+    p.add_argument("url")
+    p.add_argument("--format", choices=["markdown", "text", "html", "raw"])
+    p.add_argument("--max-bytes", type=int, metavar="N", help="largest slice to return")
+    p.add_argument("--offset", type=int, metavar="N", help="UTF-8 byte offset to read from")
+    p.add_argument("--digest", metavar="SHA", help="read this snapshot (with --offset)")
+    p.add_argument("--selector", metavar="CSS", help="keep only what this selector matches")
+    p.add_argument("--max-age-s", type=int, metavar="S", help="accept a cached copy this old")
+    p.add_argument("--whole-page", action="store_true", help="convert the whole page")
+    p.add_argument("--links", action="store_true", help="include the page's links (--json)")
+    p.add_argument("--no-robots", action="store_true", help="ignore robots.txt")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "http", "browser"],
+        help="auto (default): the browser only for JavaScript pages; http; browser",
+    )
+    p.add_argument("--wait-for", metavar="CSS", help="browser: wait for this selector")
+    p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
+    add_server_args(p, "ask a running sift instead")
+    p.set_defaults(func=cmd_fetch)
+
+
+def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "format": args.format,
+        "max_bytes": args.max_bytes,
+        "offset": args.offset,
+        "digest": args.digest,
+        "selector": args.selector,
+        "max_age_s": args.max_age_s,
+        "main_content": False if args.whole_page else None,
+        "links": True if args.links else None,
+        "robots": False if args.no_robots else None,
+        "engine": args.engine,
+        "wait_for": args.wait_for,
+    }
+    return {k: v for k, v in options.items() if v is not None}
+
+
+async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any]) -> Any:
+    from sift.assembly import assemble, build_render_pool
+    from sift.options import parse_options
+    from sift.principal import OPERATOR
+
+    opts = parse_options({"url": url, **options})
+    # One render worker, started only if the page needs rendering.
+    pool = build_render_pool(settings, workers=1)
+    async with assemble(settings, render_pool=pool, start_pool=False) as parts:
+        return await parts.service.fetch(OPERATOR, opts)
+
+
+def cmd_fetch(args: argparse.Namespace) -> int:
+    """Fetch one URL in-process as the operator, or through a running sift (--server, or
+    the server that owns the data directory)."""
+    options = _fetch_options(args)
+    server, key = args.server, args.key
+    lock: DataDirLock | None = None
+    if not server:
+        settings = settings_for(args)
+        got = own_or_delegate(settings, "fetch", args)
+        if isinstance(got, DataDirLock):
+            lock = got
+        else:
+            server, key = got
+    try:
+        if server:
+            from sift.client import Client
+
+            with Client(server, key) as client:
+                envelope = client.request("POST", "/v1/fetch", json={"url": args.url, **options})
+        else:
+            envelope = asyncio.run(_fetch_in_process(settings, args.url, options))
+    finally:
+        if lock is not None:
+            lock.release()
+    if args.json:
+        print(json.dumps(envelope, ensure_ascii=False, indent=2))
+    else:
+        content = envelope["content"]
+        sys.stdout.write(content if content.endswith("\n") else content + "\n")
+        if envelope["truncated"]:
+            print(
+                f"sift: truncated at {envelope['next_offset']} of {envelope['total_bytes']} "
+                f"bytes; continue with --offset {envelope['next_offset']} "
+                f"--digest {envelope['digest']}",
+                file=sys.stderr,
+            )
+    if envelope["status"] >= 400:
+        print(f"sift: the upstream answered HTTP {envelope['status']}", file=sys.stderr)
+        return EXIT_UPSTREAM_STATUS
+    return 0
