@@ -103,11 +103,12 @@ async def measure(
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     from uvicorn.server import ServerState
 
-    from sift.api.app import create_app
-
-    try:  # this checkout: sift.assembly builds what sift serve runs
+    try:  # this checkout: sift.assembly builds what sift serve runs, sift.server its app
         from sift.assembly import build_fetcher
+        from sift.server.app import create_app
     except ImportError:  # a baseline from before the assembly module
+        from sift.api.app import create_app  # type: ignore[import-not-found,no-redef]
+
         from sift.cli import build_fetcher  # type: ignore[attr-defined,no-redef]
     from sift.dcache import DB
 

@@ -21,7 +21,6 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from sift.api.app import create_app
 from sift.assembly import build_fetcher
 from sift.config import (
     Caller,
@@ -32,6 +31,7 @@ from sift.config import (
 )
 from sift.dcache import DB
 from sift.fetch import Fetcher, StaticResolver
+from sift.server.app import create_app
 
 FLEET_KEY = "test-fleet-key"
 FLEET2_KEY = "test-fleet2-key"

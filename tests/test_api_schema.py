@@ -26,11 +26,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from apphelpers import FLEET_KEY, auth, fetcher_for, make_settings
-from sift.api.app import create_app
 from sift.dcache import DB
 from sift.errors import SiftError, UpstreamError, all_error_classes
 from sift.fetch.url import validate_url
 from sift.options import MAX_SELECTOR_CHARS, MAX_URL_BYTES, MIN_MAX_BYTES, URL_PATTERN
+from sift.server.app import create_app
 
 UPSTREAM_CODES = {c.code for c in all_error_classes() if issubclass(c, UpstreamError)}
 

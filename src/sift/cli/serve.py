@@ -80,9 +80,9 @@ def _build_app(
 ) -> SiftApp:
     """The app over the database, with one render worker per core (started with the app)
     and keys that reload on SIGHUP and know the operator key."""
-    from sift.api.app import create_app
     from sift.api.auth import KeyRing
     from sift.dcache import DB
+    from sift.server.app import create_app
 
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
     keys = KeyRing(

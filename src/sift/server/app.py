@@ -1,4 +1,4 @@
-"""The FastAPI application: wiring in one place.
+"""The FastAPI application: the API, the console and MCP over HTTP, wired in one place.
 
 ``create_app(settings, db, fetcher)`` builds the app over an opened database and an
 unstarted fetcher; its lifespan starts them with the render pool, the batch store and the
