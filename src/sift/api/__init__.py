@@ -1,1 +1,2 @@
-"""HTTP front end: the FastAPI app, auth and the error envelope."""
+"""The /v1 HTTP API: routes and their schemas, auth, the error envelope, the listener (the
+app that mounts it with the console and MCP is ``sift.server``)."""
