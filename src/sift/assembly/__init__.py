@@ -1,6 +1,6 @@
 """Assembly: turns ``Settings`` into a running sift, below every front end.
 
-``sift serve`` (through ``api.app.create_app``), ``sift batch``, ``sift crawl``, ``sift map``,
+``sift serve`` (through ``server.app.create_app``), ``sift batch``, ``sift crawl``, ``sift map``,
 ``sift fetch``, ``sift mcp``, the tests' fixtures and the benchmarks all build their parts
 here, so a new part (or a new way to close one) is wired once:
 

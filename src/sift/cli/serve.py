@@ -2,7 +2,7 @@
 
 Start-up order matters: 1. own the data directory, 2. bind the port — only then 3. touch
 the store: a second server (on any port, or one that cannot bind) must never reconcile a
-live server's jobs. The app itself is ``api.app.create_app``, which builds its parts
+live server's jobs. The app itself is ``server.app.create_app``, which builds its parts
 through ``sift.assembly``.
 """
 
