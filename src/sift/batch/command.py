@@ -244,8 +244,9 @@ async def _run_local(
     poll_s: float,
     start: Starter | None = None,
 ) -> int:
+    from sift.assembly.runner import make_runner
     from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.openstore import open_store
     from sift.batch.runner import reconcile
     from sift.browser import Browser
     from sift.cli import build_fetcher, render_pool

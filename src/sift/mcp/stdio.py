@@ -47,8 +47,9 @@ def principal_for_key(settings: Settings, key: str | None) -> Principal:
 async def serve_stdio(settings: Settings, principal: Principal) -> None:
     """Serve MCP on standard input/output until the client closes it, then shut down:
     the batch runner gets ``batch.shutdown_grace_s``, then the fetcher and database close."""
+    from sift.assembly.runner import make_runner
     from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import make_runner, open_store
+    from sift.batch.openstore import open_store
     from sift.batch.runner import reconcile
     from sift.browser import Browser
     from sift.cli import build_fetcher, render_pool

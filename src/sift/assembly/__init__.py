@@ -1,0 +1,1 @@
+"""Turning settings into a running sift."""
