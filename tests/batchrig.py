@@ -17,8 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from apphelpers import fetcher_for, make_settings
+from sift.assembly.runner import make_runner
 from sift.batch.jobs import BatchJobs
-from sift.batch.runner import BatchRunner
+from sift.batch.runner import Runner
 from sift.config import BatchSettings, Settings
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
@@ -51,7 +52,7 @@ class Rig:
     settings: Settings
     adb: AsyncDB
     service: Service
-    runner: BatchRunner
+    runner: Runner
     jobs: BatchJobs
     clock: FakeClock
 
@@ -83,7 +84,7 @@ async def batch_rig(
     pool = RenderPool(1)
     service = Service(settings, adb, fetcher, render_pool=pool, clock=clock)
     store = SqliteBatchStore(adb)
-    runner = BatchRunner(settings, store, service, clock=clock, sleep=clock.sleep)
+    runner = make_runner(settings, store, service, clock=clock, sleep=clock.sleep)
     try:
         yield Rig(settings, adb, service, runner, BatchJobs(settings, store, runner), clock)
     finally:

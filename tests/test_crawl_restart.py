@@ -18,7 +18,7 @@ from apphelpers import fetcher_for
 from batchrig import FakeClock
 from crawlsite import crawl_site
 from servehelpers import sift_serve, write_config
-from sift.batch.cluster import ClusterRunner
+from sift.assembly.runner import make_runner
 from sift.batch.jobs import BatchJobs
 from sift.config import BatchSettings, StoreSettings
 from sift.crawl.submit import submit_crawl
@@ -122,7 +122,7 @@ async def test_two_cluster_runners_share_one_crawl(tmp_path: Path, pg_url: str) 
                 store = await PgBatchStore.open(settings.store, migrate=False)
                 stack.push_async_callback(store.close)
                 service = Service(settings, adb, fetcher, render_pool=pool, clock=FakeClock())
-                runner = ClusterRunner(settings, store, service)
+                runner = make_runner(settings, store, service)
                 stack.push_async_callback(runner.stop, 0)
                 nodes.append((service, runner, BatchJobs(settings, store, runner)))
             owner = Principal("indexer", "fleet")

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from apphelpers import fetcher_for, make_settings
 from batchrig import FakeClock
-from sift.batch.cluster import ClusterRunner
+from sift.assembly.runner import make_runner
 from sift.batch.jobs import BatchJobs
 from sift.config import BatchSettings, StoreSettings
 from sift.dcache import DB, AsyncDB
@@ -265,7 +265,7 @@ async def test_two_cluster_runners_share_one_job_each_target_once(
                 store = await PgBatchStore.open(settings.store, migrate=False)
                 stack.push_async_callback(store.close)
                 service = Service(settings, adb, fetcher, render_pool=pool, clock=FakeClock())
-                runner = ClusterRunner(settings, store, service)
+                runner = make_runner(settings, store, service)
                 stack.push_async_callback(runner.stop, 0)
                 nodes.append((store, runner, BatchJobs(settings, store, runner)))
             owner = Principal("indexer", "fleet")
@@ -308,7 +308,7 @@ async def test_stopping_a_runner_releases_its_claims_without_a_loss(
         pool = RenderPool(1)
         try:
             service = Service(settings, adb, fetcher, render_pool=pool)
-            runner = ClusterRunner(settings, store, service)
+            runner = make_runner(settings, store, service)
             jobs = BatchJobs(settings, store, runner)
             owner = Principal("indexer", "fleet")
             body = {"targets": [up.url("/h0"), up.url("/h1")], "options": {"robots": False}}

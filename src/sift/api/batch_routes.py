@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -25,9 +25,9 @@ from sift.api.batch_schema import (
 )
 from sift.api.fetch_routes import read_json
 from sift.api.schema import ERROR_RESPONSES
+from sift.assembly.runner import make_runner
 from sift.batch.jobs import MAX_LIST_LIMIT, MAX_PAGE_LIMIT, BatchJobs
-from sift.batch.openstore import make_runner
-from sift.batch.runner import BatchRunner, reconcile
+from sift.batch.runner import Runner, reconcile
 from sift.batch.submit import check_idem_key
 from sift.config import Settings
 from sift.jsonio import dumps
@@ -35,9 +35,6 @@ from sift.options import MAX_INT
 from sift.principal import OPERATOR, Principal
 from sift.service import Service
 from sift.store import BatchStore
-
-if TYPE_CHECKING:
-    from sift.batch.cluster import ClusterRunner
 
 log = logging.getLogger("sift.api")
 
@@ -175,7 +172,7 @@ def install_batch_routes(app: FastAPI) -> None:
 
 async def start_batch(
     app: FastAPI, settings: Settings, store: BatchStore, service: Service
-) -> BatchRunner | ClusterRunner:
+) -> Runner:
     """Lifespan start-up for batch: reconcile what a previous run left in flight (before the
     runner starts; only for a store no other node shares), then start the runner and publish
     ``app.state.batch``."""

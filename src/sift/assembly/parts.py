@@ -21,9 +21,8 @@ from sift.assembly.builders import build_browser, build_fetcher, build_render_po
 from sift.config import Settings
 
 if TYPE_CHECKING:
-    from sift.batch.cluster import ClusterRunner
     from sift.batch.jobs import BatchJobs
-    from sift.batch.runner import BatchRunner
+    from sift.batch.runner import Runner
     from sift.browser import Browser
     from sift.dcache import DB, AsyncDB
     from sift.fetch import Fetcher
@@ -46,7 +45,7 @@ class Parts:
     browser: Browser | None
     service: Service
     store: BatchStore | None = None
-    runner: BatchRunner | ClusterRunner | None = None
+    runner: Runner | None = None
     jobs: BatchJobs | None = None
 
 
@@ -125,8 +124,8 @@ async def _with_jobs(
     failing the jobs a previous run left in flight in a store no other node shares."""
     from dataclasses import replace
 
+    from sift.assembly.runner import make_runner
     from sift.batch.jobs import BatchJobs
-    from sift.batch.openstore import make_runner
     from sift.batch.runner import reconcile
 
     settings = parts.settings

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from sift.batch.runner import BatchRunner
-
-if TYPE_CHECKING:
-    from sift.batch.cluster import ClusterRunner
+from sift.batch.runner import Runner
 from sift.batch.submit import parse_submission
 from sift.config import Settings
 from sift.errors import BadRequest, NotFound
@@ -35,9 +32,7 @@ _READ_CHUNK: Final = 100
 class BatchJobs:
     """The batch operations over one database and one runner."""
 
-    def __init__(
-        self, settings: Settings, store: BatchStore, runner: BatchRunner | ClusterRunner
-    ) -> None:
+    def __init__(self, settings: Settings, store: BatchStore, runner: Runner) -> None:
         self.settings = settings
         self.store = store
         self.runner = runner

@@ -1,9 +1,10 @@
-"""The batch runners' hook for crawl jobs: after a page is fetched, grow the job.
+"""What a crawl does with a fetched page: grow the job by the page's new links.
 
-Both runners (``BatchRunner``, ``ClusterRunner``) call ``after_page`` for every successful
-fetch of a crawl target, after the fetch slot is given back and before the outcome is
-written: the job can then never look finished while links of a fetched page are still to
-be appended, and discovery never holds a fetch slot (it must not starve them).
+The batch runner calls ``after_page`` (through ``crawl.hook.CrawlHook``, the hook the crawl
+registers for its job kind) for every successful fetch of a crawl target, whatever its work
+source, after the fetch slot is given back and before the outcome is written: the job can
+then never look finished while links of a fetched page are still to be appended, and
+discovery never holds a fetch slot (it must not starve them).
 
 ``after_page``:
 
@@ -47,7 +48,7 @@ log = logging.getLogger("sift.crawl")
 MAX_LINKS_PER_PAGE: Final = 5000
 HTML_TYPES: Final = frozenset({"text/html", "application/xhtml+xml"})
 OFF_SCOPE_WARNING: Final = "redirected_off_scope"
-# Crawl jobs whose parameters are kept in memory (the cluster runner looks them up by id).
+# Crawl jobs whose frontiers (and parameters, in the hook) are kept in memory.
 MAX_REMEMBERED_JOBS: Final = 1024
 # URLs known to be in a crawl's seen-set, over all crawls: a page's links to pages already
 # enqueued (its site's navigation, mostly) then cost no store round trip. Only a shortcut:
@@ -72,20 +73,9 @@ class Crawler:
         self._store = store
         self._service = service
         self._clock = clock
-        self._specs: OrderedDict[str, CrawlSpec | None] = OrderedDict()
         self._frontiers: OrderedDict[tuple[str, str], Frontier] = OrderedDict()
         self._full: OrderedDict[str, None] = OrderedDict()
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
-
-    async def spec_of(self, job_id: str) -> CrawlSpec | None:
-        """The crawl parameters of ``job_id`` (None for a batch job or a job gone)."""
-        if job_id in self._specs:
-            self._specs.move_to_end(job_id)
-            return self._specs[job_id]
-        job = await self._store.batch_job(job_id)
-        spec = CrawlSpec.from_json(job.spec) if job is not None and job.kind == "crawl" else None
-        self._remember(self._specs, job_id, spec)
-        return spec
 
     @staticmethod
     def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
