@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sift.batch.politeness import MAX_CRAWL_DELAY_S, HostGate, host_key
+from sift.batch.politeness import HostGate
+from sift.store.hosts import MAX_CRAWL_DELAY_S, host_key
 
 
 def test_host_key_is_host_and_port() -> None:

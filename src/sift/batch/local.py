@@ -29,12 +29,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from sift.batch.politeness import HostGate, host_key
+from sift.batch.politeness import HostGate
 from sift.batch.source import Driver, Work
 from sift.config import Settings
 from sift.errors import NotFound, SiftError
 from sift.principal import Principal
 from sift.store import BatchStore
+from sift.store.hosts import host_key
 
 log = logging.getLogger("sift.batch")
 

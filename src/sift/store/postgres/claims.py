@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from sift.batch.politeness import MAX_CRAWL_DELAY_S
+from sift.store.hosts import MAX_CRAWL_DELAY_S
 from sift.store.postgres.conn import PgConn
 
 # Pending targets of each job a claim looks through for an open host.

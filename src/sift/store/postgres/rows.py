@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sift.batch.politeness import host_key
 from sift.errors import BadRequest, NotFound
 from sift.store.base import (
     CLASS_FLEET,
@@ -29,6 +28,7 @@ from sift.store.base import (
     job_not_found,
     utf8_len,
 )
+from sift.store.hosts import host_key
 from sift.store.postgres.conn import Cursor
 from sift.store.views import job_view
 
