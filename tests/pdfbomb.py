@@ -3,6 +3,10 @@
 Level ``k`` form draws level ``k+1`` ``fan`` times; the last draws one word. pypdf re-reads a
 form on every draw, so ``levels`` = 4 means 1,110 form draws from ~1.5 KB of PDF (seconds),
 and every level multiplies that by ``fan``.
+
+pypdf 7.1 stops after 5,000 form draws, so depth alone no longer makes it slow: ``words``
+text operators in the last form make each of those draws cost (levels 6, 2,000 words:
+about a minute of extraction on a 2-core machine, from 17 KB of PDF).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import io
 
 
-def xobject_bomb(levels: int = 6, fan: int = 10) -> bytes:
+def xobject_bomb(levels: int = 6, fan: int = 10, words: int = 1) -> bytes:
     objs: dict[int, bytes] = {
         1: b"<< /Type /Catalog /Pages 2 0 R >>",
         2: b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -20,7 +24,7 @@ def xobject_bomb(levels: int = 6, fan: int = 10) -> bytes:
     for i in range(levels):
         n = first + i
         if i == levels - 1:
-            content = b"BT /F1 12 Tf (a) Tj ET"
+            content = b"BT /F1 12 Tf " + b"(a) Tj " * words + b"ET"
             res = b"<< /Font << /F1 4 0 R >> >>"
         else:
             content = b"/X Do " * fan

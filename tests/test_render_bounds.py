@@ -55,7 +55,7 @@ PAGES = {
         + "</p></body></html>",
         "text/html",
     ),
-    "/pdf": (xobject_bomb(levels=6).decode("ascii"), "application/pdf"),
+    "/pdf": (xobject_bomb(levels=6, words=2000).decode("ascii"), "application/pdf"),
     "/text": ("plain words", "text/plain; charset=utf-8"),
 }
 
