@@ -17,14 +17,13 @@ from typing import Any
 from aiohttp import web
 
 from apphelpers import fetcher_for, make_settings
-from sift.assembly.runner import make_runner
+from sift.assembly import assemble
 from sift.batch.jobs import BatchJobs
 from sift.batch.runner import Runner
 from sift.config import BatchSettings, Settings
 from sift.dcache import DB, AsyncDB
 from sift.principal import Principal
 from sift.service import Service
-from sift.store.sqlite.store import SqliteBatchStore
 from sift.workers import RenderPool
 from upstream import Handler, Upstream
 
@@ -77,21 +76,19 @@ async def batch_rig(
     """``settings``: instead of ``make_settings(tmp_path)`` (its batch part is replaced)."""
     settings = settings or make_settings(tmp_path)
     settings = dataclasses.replace(settings, batch=BatchSettings(**batch))
-    adb = AsyncDB(DB.open(tmp_path / "sift.db"))
-    fetcher = fetcher_for(settings)
-    await fetcher.start()
     clock = FakeClock()
-    pool = RenderPool(1)
-    service = Service(settings, adb, fetcher, render_pool=pool, clock=clock)
-    store = SqliteBatchStore(adb)
-    runner = make_runner(settings, store, service, clock=clock, sleep=clock.sleep)
-    try:
-        yield Rig(settings, adb, service, runner, BatchJobs(settings, store, runner), clock)
-    finally:
-        await runner.stop(0)
-        await fetcher.close()
-        pool.close()
-        await adb.close()
+    async with assemble(
+        settings,
+        db=DB.open(tmp_path / "sift.db"),
+        fetcher=fetcher_for(settings),
+        render_pool=RenderPool(1),
+        with_browser=False,
+        principals={},
+        clock=clock,
+        sleep=clock.sleep,
+    ) as parts:
+        assert parts.runner is not None and parts.jobs is not None
+        yield Rig(settings, parts.adb, parts.service, parts.runner, parts.jobs, clock)
 
 
 def logging_route(up: Upstream, path: str, log: list[str], tag: str, text: str = "ok") -> None:

@@ -11,8 +11,9 @@ finish first).
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,6 +63,8 @@ async def assemble(
     metrics: Metrics | None = None,
     store: bool = False,
     principals: Mapping[str, Principal] | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> AsyncIterator[Parts]:
     """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
 
@@ -70,7 +73,8 @@ async def assemble(
     ``build_fetcher``), ``render_pool`` (default ``build_render_pool``; ``start_pool=False``
     leaves it to start on first use), ``browser`` (default ``build_browser``; none with
     ``with_browser=False``). ``store=True`` opens the batch store; ``principals`` (who
-    may own jobs the runner runs) also builds the runner and ``BatchJobs``.
+    may own jobs the runner runs) also builds the runner and ``BatchJobs``. ``clock`` (unix
+    seconds) and ``sleep`` reach the service and the runner: tests pass a fake pair.
     """
     from sift.dcache import AsyncDB
     from sift.service import Service
@@ -96,13 +100,13 @@ async def assemble(
         if browser is not None:
             stack.push_async_callback(browser.close)
         service = Service(
-            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser
+            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser, clock=clock
         )
         stack.push_async_callback(service.close)
         parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
         if principals is not None:
             assert batch_store is not None
-            parts = await _with_jobs(parts, batch_store, principals, stack)
+            parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep)
         yield parts
 
 
@@ -119,6 +123,8 @@ async def _with_jobs(
     store: BatchStore,
     principals: Mapping[str, Principal],
     stack: AsyncExitStack,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[None]],
 ) -> Parts:
     """``parts`` with the runner (not started; stopped on exit) and ``BatchJobs``, after
     failing the jobs a previous run left in flight in a store no other node shares."""
@@ -130,7 +136,9 @@ async def _with_jobs(
 
     settings = parts.settings
     if not store.shared:
-        await reconcile(store, int(time.time()))
-    runner = make_runner(settings, store, parts.service, principals=principals)
+        await reconcile(store, int(clock()))
+    runner = make_runner(
+        settings, store, parts.service, principals=principals, clock=clock, sleep=sleep
+    )
     stack.push_async_callback(runner.stop, settings.batch.shutdown_grace_s)
     return replace(parts, runner=runner, jobs=BatchJobs(settings, store, runner))
