@@ -305,8 +305,7 @@ def test_start_a_crawl_and_see_it_labelled(
     )
     assert field_text(page, "#job-view", "Max depth") == "2 links from the start page"
     assert field_text(page, "#job-view", "Pages") == (
-        "max_pages reached it found 3 pages and stopped adding more; "
-        "a larger max_pages may find more"
+        "max_pages reached the crawl stopped adding pages at 3; a larger max_pages may find more"
     )
     assert _targets(page) == [
         ("0", "start page", site), ("1", "#0", site + "a.html"), ("1", "#0", site + "b.html"),

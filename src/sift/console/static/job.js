@@ -24,7 +24,7 @@ function field(name, ...value) {
 function crawlFields(job) {
   const c = job.crawl;
   const pages = reachedMaxPages(job)
-    ? [reachedBadge(job), ` it found ${num(c.max_pages)} pages and stopped adding more; `,
+    ? [reachedBadge(job), ` the crawl stopped adding pages at ${num(c.max_pages)}; `,
       "a larger max_pages may find more"]
     : `${num(job.targets_total)} found, at most ${num(c.max_pages)}`;
   return [
