@@ -247,6 +247,7 @@ def refusing_proxy() -> Iterator[tuple[int, list[bytes]]]:
     try:
         yield server.getsockname()[1], seen
     finally:
+        server.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
         server.close()
         thread.join(5)
 
