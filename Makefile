@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck pytest bench fmt clean
+.PHONY: serve test lint typecheck pytest bench bench-data fmt clean
 
 # Re-install only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -35,6 +35,11 @@ fmt: $(STAMP)
 # Benchmarks need the baselines in the `bench` extra.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser,bench]'
+
+# The benchmarks' public data sets, into bench/.data/ (bench/data.py says where each comes
+# from). Offline: make bench-data ARGS="--from DIR".
+bench-data: $(STAMP)
+	$(BIN)/python bench/data.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -16,6 +16,10 @@ as `sift serve` defaults to) and a local upstream in this process; only loopback
 3. Submit: POST /v1/batch with 10,000 targets, until the 202. Bound: <= 1 s.
 4. Memory: peak RSS (VmHWM) of the server process while it runs that 10,000-target job, on
    a fresh server. Bound: <= 250 MB. The render workers' peaks are printed beside it.
+
+Data: figure 2 serves the 181 pages of the public scrapinghub article-extraction benchmark
+(``bench/data.py`` gets it: ``.venv/bin/python bench/data.py --set scrapinghub``, or
+``--from DIR`` offline); the other figures generate their pages in the run.
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+from data import extraction_pages
 from sift.keys import add_caller
 from sift.render import RenderOptions, render
 
 REPO = Path(__file__).resolve().parent.parent
-PAGES = REPO.parent / "shared/bench/extraction/scrapinghub-article-extraction-benchmark/html"
 SIFT = [sys.executable, "-m", "sift.cli"]
 
 
@@ -116,7 +120,7 @@ def _children(pid: int) -> list[int]:
 
 
 def load_pages() -> list[bytes]:
-    return [gzip.decompress(p.read_bytes()) for p in sorted(PAGES.glob("*.html.gz"))]
+    return [gzip.decompress(p.read_bytes()) for p in extraction_pages("scrapinghub")]
 
 
 def render_loop(pages: list[bytes]) -> float:

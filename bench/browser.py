@@ -16,6 +16,9 @@ Both run at 2 and 4 pages at once, alternating (and alternating who goes first),
 times; the best round of each
 is reported (the machine is shared). Prints pages/s, the ratio sift/bare (target: >= 0.8)
 and the peak RSS summed over the browser's processes, per open page. Loopback only.
+
+Data: the `--pages` JavaScript pages are generated in the run; nothing to download. Needs
+Chromium (Debian's chromium-headless-shell; docs/browser.md).
 """
 
 from __future__ import annotations

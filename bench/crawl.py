@@ -17,6 +17,8 @@ Printed: the server's peak RSS over the run (`--pages 10000` shows a 10,000-page
 memory), best-of-rounds pages/s of each, their ratio crawl/batch, and the median of the
 per-round ratios (rounds alternate which runs first: the machine's load drifts). Target
 (issue 15): >= 0.9x — discovery must not starve the fetch slots.
+
+Data: the site is generated in the run; nothing to download.
 """
 
 from __future__ import annotations

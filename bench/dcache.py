@@ -12,6 +12,11 @@ Each figure is measured against its baseline in the same run and printed as a ra
    against inserting the same rows one transaction each;
 4. the cost of the thread hop: AsyncDB.run against loop.run_in_executor on a one-thread pool,
    both against calling the DB method directly.
+
+Data: figures 1 and 2 use the 181 pages of the public scrapinghub article-extraction
+benchmark (``bench/data.py`` gets it: ``.venv/bin/python bench/data.py --set scrapinghub``,
+or ``--from DIR`` offline), or the ``*.html.gz`` pages of ``--pages DIR``; 3 and 4 generate
+their rows in the run.
 """
 
 from __future__ import annotations
@@ -29,12 +34,9 @@ from pathlib import Path
 
 import zstandard
 
+from data import extraction_set
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.store import BatchJob, BatchTarget
-
-DEFAULT_PAGES = Path(__file__).resolve().parents[2] / (
-    "shared/bench/extraction/scrapinghub-article-extraction-benchmark/html"
-)
 
 
 def best_of(rounds: int, fn: Callable[[], object]) -> float:
@@ -212,10 +214,10 @@ def bench_async(rounds: int, tmp: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pages", type=Path, default=DEFAULT_PAGES)
+    parser.add_argument("--pages", type=Path, default=None, help="default: bench/data.py's set")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    pages = load_pages(args.pages)
+    pages = load_pages(args.pages or extraction_set("scrapinghub") / "html")
     with tempfile.TemporaryDirectory() as tmp:
         bench_codecs(pages, args.rounds)
         bench_db(pages, args.rounds, Path(tmp))

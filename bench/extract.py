@@ -1,6 +1,7 @@
 """Extraction benchmark: sift's renderer against real baselines, quality and speed, one run.
 
-Sets (both under ../shared/bench/extraction/, same layout: ``ground-truth.json`` and
+Sets (public; ``bench/data.py`` says where each comes from and gets them: ``.venv/bin/python
+bench/data.py`` online, ``--from DIR`` offline; same layout: ``ground-truth.json`` and
 ``html/<id>.html.gz``):
 
 - ``scrapinghub`` — scrapinghub/article-extraction-benchmark, 181 article pages (2019);
@@ -48,12 +49,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from data import extraction_set
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared/bench/extraction"
-SETS = {
-    "scrapinghub": DATA / "scrapinghub-article-extraction-benchmark",
-    "wcxb": DATA / "wcxb-dev",
-}
+SETS = ("scrapinghub", "wcxb")  # found by bench/data.py's extraction_set
 CACHE = ROOT / "bench/.cache"
 WCXB_TYPES = ("article", "service", "product", "collection", "forum", "listing", "documentation")
 
@@ -232,7 +231,7 @@ class Run:
 
 
 def load_set(name: str, types: set[str] | None) -> list[Page]:
-    root = SETS[name]
+    root = extraction_set(name)
     truth = json.loads((root / "ground-truth.json").read_text(encoding="utf-8"))
     pages = []
     for key in sorted(truth):

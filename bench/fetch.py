@@ -15,6 +15,8 @@
 The upstream runs in its own process, so it neither shares the client's event loop nor counts
 in the client's RSS. Everything stays on 127.0.1.1 (made "public" with the documented lab
 setting ``extra_public_cidrs``); nothing leaves the machine.
+
+Data: the pages and the 1 GiB bodies are generated in the run; nothing to download.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ httptools protocol in a checkout without ``sift.api.listener`` — over an in-me
 transport, and reports the best of many short rounds of CPU (process) time per request.
 This is bench/serve.py's cache hit without wrk, the kernel's loopback and the machine's
 other load in the figure: on a shared 2-core machine those swing wrk's results by ±50%.
+
+Data: one page, generated in the run; nothing to download. The baseline is a checkout's
+``src`` (see above).
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ uvloop, in many short alternating rounds; prints the best round's CPU µs per re
 difference. End-to-end figures (bench/serve.py) swing with the machine's load; this
 isolates the listener's own cost, to compare with a whole cache hit's server CPU.
 No sockets at all.
+
+Data: one request, built in the run; nothing to download.
 """
 
 from __future__ import annotations

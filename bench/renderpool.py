@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/renderpool.py [--rounds 4]
 
-Renders the 181 pages of ../shared/bench/extraction/scrapinghub-article-extraction-benchmark/
+Renders the 181 pages of the public scrapinghub article-extraction benchmark (``bench/data.py``
+gets it: ``.venv/bin/python bench/data.py --set scrapinghub``, or ``--from DIR`` offline)
 with 2 workers and 4 renders in flight, through a spawn ProcessPoolExecutor (the old path:
 no time limit, one dead worker breaks the pool) and through sift's RenderPool (hard time and
 memory limits), alternating which goes first; prints the best round of each and the ratio.
@@ -16,15 +17,12 @@ import multiprocessing
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
+from data import extraction_pages
 from sift.render import RenderOptions
 from sift.snapshot import render_call
 from sift.workers import RenderPool
 
-PAGES = Path(__file__).resolve().parents[2] / (
-    "shared/bench/extraction/scrapinghub-article-extraction-benchmark/html"
-)
 OPTS = RenderOptions(max_bytes=4 << 20, timeout_s=30)
 IN_FLIGHT = 4
 
@@ -40,7 +38,7 @@ async def _all(bodies: list[bytes], one: Callable[[bytes], Awaitable[object]]) -
 
 
 async def main(rounds: int) -> None:
-    bodies = [p.read_bytes() for p in sorted(PAGES.glob("*"))]
+    bodies = [p.read_bytes() for p in extraction_pages("scrapinghub")]
     executor = ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"))
     pool = RenderPool(2, memory_bytes=1 << 30)
     loop = asyncio.get_running_loop()

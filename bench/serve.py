@@ -16,6 +16,8 @@ p99 <= 25 ms. Only loopback traffic; everything stops by itself.
 ``git archive <commit> src | tar -x -C /tmp/base``, then ``--baseline-src /tmp/base/src``)
 in the same rounds, and prints this sift's requests/s against it: a before/after
 comparison measured under the same machine load.
+
+Data: one article page, generated in the run; nothing to download. Needs ``wrk``.
 """
 
 from __future__ import annotations

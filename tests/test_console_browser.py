@@ -13,21 +13,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from browserhelpers import CHROMIUM, require_browser
+from consolehelpers import SHOTS, Watch, api, field_text, new_context, shot, sign_in, submit_job
 from servehelpers import Served, free_port, sift_serve
 from syncupstream import SyncUpstream, serve_pages
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parent.parent
-SHOTS = REPO / "build" / "console-screenshots"
 LONG = "\n".join(
     f"<p>Paragraph {i}: " + "the quick brown fox jumps over the lazy dog " * 6 + "</p>"
     for i in range(40)
@@ -54,19 +50,27 @@ PAGES = {
 HANG = frozenset({"/hang/1", "/hang/2", "/hang/3"})
 
 
-@dataclass
-class Watch:
-    """What one browser context did: requests off this server, CSP reports, script errors."""
+def _site_page(title: str, *links: str) -> tuple[str, str]:
+    items = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
+    body = f"<h1>{title}</h1><p>The {title} page of a small site.</p><ul>{items}</ul>"
+    return f"<html><head><title>{title}</title></head><body>{body}</body></html>", "text/html"
 
-    base: str
-    foreign: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    api_requests: list[tuple[str, str | None]] = field(default_factory=list)
+
+# A small site to crawl and map: /site/ links a, b, c; a links d (depth 2) and back home.
+SITE = {
+    "/site/": _site_page("Home", "a.html", "b.html", "c.html"),
+    "/site/a.html": _site_page("A", "d.html", "/site/"),
+    "/site/b.html": _site_page("B"),
+    "/site/c.html": _site_page("C"),
+    "/site/d.html": _site_page("D"),
+}
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[SyncUpstream]:
-    with serve_pages({**PAGES, **{p: ("late", "text/plain") for p in HANG}}, hang=HANG) as up:
+    with serve_pages(
+        {**PAGES, **SITE, **{p: ("late", "text/plain") for p in HANG}}, hang=HANG
+    ) as up:
         yield up
 
 
@@ -88,66 +92,14 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-def _context(browser: Any, base: str, width: int = 1280) -> tuple[Any, Any, Watch]:
-    watch = Watch(base)
-    context = browser.new_context(viewport={"width": width, "height": 900}, accept_downloads=True)
-
-    def route(r: Any) -> None:
-        url = r.request.url
-        if url.startswith(base) or url.startswith(("blob:", "data:")):
-            r.continue_()
-        else:  # nothing may leave for another origin: record and refuse
-            watch.foreign.append(url)
-            r.abort()
-
-    context.route("**/*", route)
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-
-    def on_console(msg: Any) -> None:
-        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
-            watch.problems.append(msg.text)  # CSP violations are reported here
-
-    def on_request(req: Any) -> None:
-        if req.url.startswith((base + "/v1/", base + "/console/whoami", base + "/console/render")):
-            watch.api_requests.append((req.url, req.headers.get("authorization")))
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda exc: watch.problems.append(f"pageerror: {exc}"))
-    page.on("dialog", lambda d: (watch.problems.append(f"dialog: {d.message}"), d.dismiss()))
-    page.on("request", on_request)
-    return context, page, watch
-
-
 @pytest.fixture
 def fleet(browser: Any, served: Served) -> Iterator[tuple[Any, Watch]]:
-    context, page, watch = _context(browser, served.base_url)
+    context, page, watch = new_context(browser, served.base_url)
     sign_in(page, served.base_url, served.fleet_key)
     yield page, watch
     context.close()
     assert watch.foreign == []
     assert watch.problems == []
-
-
-def sign_in(page: Any, base: str, key: str) -> None:
-    page.goto(base + "/")
-    page.locator("#page-signin").wait_for()
-    page.fill("#signin-key", key)
-    page.click("#signin-form button[type=submit]")
-    page.locator("#page-try").wait_for()
-
-
-def shot(page: Any, name: str) -> None:
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-
-
-def api(served: Served, method: str, path: str, key: str, **kw: Any) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {key}", **kw.pop("headers", {})}
-    return httpx.request(method, served.base_url + path, headers=headers, timeout=30, **kw)
-
-
-def field_text(page: Any, scope: str, name: str) -> str:
-    return str(page.locator(f"{scope} [data-field='{name}']").inner_text()).strip()
 
 
 # -- sign in, try a URL, read on ----------------------------------------------------------
@@ -215,15 +167,6 @@ def test_an_error_shows_code_message_and_hint(fleet: tuple[Any, Watch], served: 
 
 
 # -- jobs -----------------------------------------------------------------------------------
-
-
-def submit_job(page: Any, urls: list[str]) -> str:
-    page.click("nav >> text=Jobs")
-    page.locator("#page-jobs").wait_for()
-    page.fill("#job-urls", "\n".join(urls))
-    page.click("#job-go")
-    page.wait_for_url(re.compile(r"#/jobs/[0-9a-f]+$"))
-    return str(page.url.rsplit("/", 1)[1])
 
 
 def test_submit_a_job_and_watch_it_reach_done(
@@ -310,6 +253,116 @@ def test_cancel_a_job(fleet: tuple[Any, Watch], served: Served, upstream: SyncUp
     assert page.locator("[data-count=cancelled]").inner_text().split() == ["cancelled", "3"]
 
 
+# -- crawls and maps ---------------------------------------------------------------------
+
+
+def start_crawl(page: Any, url: str, max_pages: str, max_depth: str) -> str:
+    page.click("nav >> text=Crawl & map")
+    page.locator("#page-crawl").wait_for()
+    page.fill("#crawl-url", url)
+    page.fill("#crawl-max-pages", max_pages)
+    page.fill("#crawl-max-depth", max_depth)
+    page.select_option("#crawl-format", "text")
+    page.click("#crawl-go")
+    page.wait_for_url(re.compile(r"#/jobs/[0-9a-f]+$"))
+    return str(page.url.rsplit("/", 1)[1])
+
+
+def _targets(page: Any) -> list[tuple[str, str, str]]:
+    rows = page.locator("#targets-table tbody tr")
+    return [
+        tuple(
+            rows.nth(i).locator(sel).inner_text()
+            for sel in ("[data-depth]", "[data-parent]", "td.url")
+        )
+        for i in range(rows.count())
+    ]
+
+
+def test_start_a_crawl_and_see_it_labelled(
+    fleet: tuple[Any, Watch], served: Served, upstream: SyncUpstream
+) -> None:
+    """Issue 21 #14: a crawl is started from the console and shown as a crawl — its start
+    URL and limits, each page's depth and parent, and whether it reached max_pages."""
+    page, _ = fleet
+    site = upstream.base_url + "/site/"
+    first_idem = page.input_value("#crawl-idem")
+    capped = start_crawl(page, site, "3", "2")
+    page.locator("#job-status .badge.done").wait_for()
+    view = api(served, "GET", f"/v1/batch/{capped}", served.fleet_key).json()
+    assert (view["kind"], view["targets_total"]) == ("crawl", 3)
+    assert view["crawl"] == {
+        "url": site, "scope": "prefix", "max_pages": 3, "max_depth": 2,
+        "include": [], "exclude": [], "sitemap": True,
+    }  # fmt: skip
+    items = api(served, "GET", f"/v1/batch/{capped}/results", served.fleet_key).json()["items"]
+    assert {i["result"]["format"] for i in items} == {"text"}  # the form's options went along
+    assert page.locator("#job-h").inner_text() == f"Crawl {capped}"
+    assert page.locator("#job-kind").inner_text() == "crawl"
+    assert field_text(page, "#job-view", "Start URL") == site
+    assert field_text(page, "#job-view", "Scope") == (
+        "prefix (the start URL's host, at its path or below)"
+    )
+    assert field_text(page, "#job-view", "Max depth") == "2 links from the start page"
+    assert field_text(page, "#job-view", "Pages") == (
+        "max_pages reached the crawl stopped adding pages at 3; a larger max_pages may find more"
+    )
+    assert _targets(page) == [
+        ("0", "start page", site), ("1", "#0", site + "a.html"), ("1", "#0", site + "b.html"),
+    ]  # fmt: skip
+    assert [(i["depth"], i["parent"]) for i in items] == [(0, None), (1, 0), (1, 0)]
+    shot(page, "crawl-job")
+    # The same site with room to spare: every page, no "reached" sign.
+    assert page.input_value("#crawl-idem") not in ("", first_idem)  # a fresh key per crawl
+    whole = start_crawl(page, site, "10", "2")
+    page.locator("#job-status .badge.done").wait_for()
+    assert field_text(page, "#job-view", "Pages") == "5 found, at most 10"
+    assert page.locator("#job-view .tag.reached").count() == 0
+    assert _targets(page) == [
+        ("0", "start page", site), ("1", "#0", site + "a.html"), ("1", "#0", site + "b.html"),
+        ("1", "#0", site + "c.html"), ("2", "#1", site + "d.html"),
+    ]  # fmt: skip
+    # The list labels both as crawls; only the first reached its max_pages.
+    page.click("nav >> text=Jobs")
+    for job_id, reached in ((capped, ["max_pages reached"]), (whole, [])):
+        row = page.locator(f"#jobs-table tr[data-job='{job_id}']")
+        row.wait_for()
+        kind = row.locator("td.kind")
+        assert kind.locator(".tag.crawl").inner_text() == "crawl"
+        assert kind.locator(".tag.reached").all_inner_texts() == reached
+        assert kind.locator(".url").inner_text() == site
+    assert page.locator(f"#jobs-table tr[data-job='{capped}'] td.kind .muted").inner_text() == (
+        "prefix · depth ≤ 2 · pages ≤ 3"
+    )
+    shot(page, "jobs")
+
+
+def test_map_a_site_and_fetch_its_urls_as_a_batch(
+    fleet: tuple[Any, Watch], served: Served, upstream: SyncUpstream
+) -> None:
+    page, _ = fleet
+    site = upstream.base_url + "/site/"
+    page.click("nav >> text=Crawl & map")
+    page.fill("#map-url", site)
+    page.click("#map-go")
+    page.locator("#map-urls").wait_for()
+    expected = api(served, "POST", "/v1/map", served.fleet_key, json={"url": site}).json()
+    assert expected["urls"] == [site, site + "a.html", site + "b.html", site + "c.html"]
+    assert page.locator("#map-urls li").all_inner_texts() == expected["urls"]
+    assert page.locator("#map-summary").inner_text() == "4 URLs; every URL found."
+    # A limit below what the site has: the answer says it was cut.
+    page.fill("#map-limit", "2")
+    page.click("#map-go")
+    page.wait_for_function("() => document.querySelectorAll('#map-urls li').length === 2")
+    assert page.locator("#map-summary").inner_text() == (
+        "2 URLs; more were found than the limit lets through."
+    )
+    shot(page, "map")
+    page.click("#map-to-batch")
+    page.locator("#page-jobs").wait_for()
+    assert page.input_value("#job-urls") == f"{site}\n{site}a.html"
+
+
 # -- who sees what --------------------------------------------------------------------------
 
 
@@ -326,7 +379,7 @@ def test_a_restricted_caller_sees_neither_fleet_jobs_nor_the_cache(
         headers={"Idempotency-Key": "fleet-secret"},
     )
     fleet_job = r.json()["id"]
-    context, page, watch = _context(browser, served.base_url)
+    context, page, watch = new_context(browser, served.base_url)
     try:
         sign_in(page, served.base_url, served.restricted_key)
         assert page.locator("#who").inner_text() == "agent · restricted"
@@ -353,7 +406,7 @@ def test_the_anonymous_view(browser: Any, tmp_path: Path, upstream: SyncUpstream
     cfg = tmp_path / "sift.toml"
     cfg.write_text("")  # no callers: anonymous restricted mode on loopback
     with sift_serve(tmp_path, config=(cfg, "", "")) as anon:
-        context, page, watch = _context(browser, anon.base_url)
+        context, page, watch = new_context(browser, anon.base_url)
         try:
             # No key needed: the console opens as the anonymous caller and says so.
             page.goto(anon.base_url + "/")
@@ -415,7 +468,7 @@ def test_a_hostile_page_runs_no_script(
 
 
 def test_docs_work_offline(browser: Any, served: Served) -> None:
-    context, page, watch = _context(browser, served.base_url)
+    context, page, watch = new_context(browser, served.base_url)
     try:
         page.goto(served.base_url + "/docs")
         page.locator(".opblock").first.wait_for()
@@ -496,6 +549,11 @@ def test_every_control_is_labelled_and_keyboard_reachable(
     page.goto(f"{served.base_url}/#/jobs")
     page.locator(f"#jobs-table tr[data-job='{job_id}']").wait_for()
     _check_page(page, "jobs")
+    page.goto(f"{served.base_url}/#/crawl")
+    page.locator("#page-crawl").wait_for()
+    for summary in page.locator("#page-crawl summary").all():
+        summary.click()  # open the path filters, so their fields are checked too
+    _check_page(page, "crawl")
     page.goto(f"{served.base_url}/#/cache")
     page.locator("#cache-bar").wait_for()
     _check_page(page, "cache")
@@ -507,7 +565,7 @@ def test_every_control_is_labelled_and_keyboard_reachable(
 
 
 def test_works_at_360_px(browser: Any, served: Served, upstream: SyncUpstream) -> None:
-    context, page, watch = _context(browser, served.base_url, width=360)
+    context, page, watch = new_context(browser, served.base_url, width=360)
     try:
         sign_in(page, served.base_url, served.fleet_key)
         page.fill("#try-url", upstream.base_url + "/article")
@@ -523,6 +581,68 @@ def test_works_at_360_px(browser: Any, served: Served, upstream: SyncUpstream) -
             widths[name] = page.evaluate("document.documentElement.scrollWidth")
             shot(page, f"{name}-360")
         assert widths == {"try": 360, "jobs": 360, "cache": 360}
+    finally:
+        context.close()
+    assert watch.foreign == [] and watch.problems == []
+
+
+# Every control and link inside the page's main part, with its box where it lies outside
+# the viewport's width (left of 0 or right of innerWidth): clipped or scrolled out of view.
+OFFSCREEN = """() => {
+  const out = [];
+  const controls = "main button, main a, main input, main select, main progress";
+  for (const el of document.querySelectorAll(controls)) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;  // not displayed
+    if (r.left < 0 || r.right > window.innerWidth)
+      out.push(`${el.tagName} ${el.id || el.textContent.trim()}: ${r.left}..${r.right}`);
+  }
+  for (const wrap of document.querySelectorAll("main .table-wrap"))
+    if (wrap.scrollWidth > wrap.clientWidth) out.push(`${wrap.id} scrolls: ${wrap.scrollWidth}`);
+  return out;
+}"""
+
+
+def test_at_360_px_the_job_tables_keep_their_buttons_on_screen(
+    browser: Any, served: Served, upstream: SyncUpstream
+) -> None:
+    """Issue 21 #14: at 360 px the targets table clipped its buttons (they sat in a
+    sideways-scrolling box, off screen). Every button and link of the job pages and the job
+    list must lie inside the viewport, and no table may scroll sideways."""
+    closed = f"http://127.0.0.1:{free_port()}/gone"
+    body = {"url": upstream.base_url + "/site/", "max_pages": 3}
+    idem = {"Idempotency-Key": "narrow-crawl"}
+    crawl = api(served, "POST", "/v1/crawl", served.fleet_key, json=body, headers=idem).json()
+    batch = api(
+        served,
+        "POST",
+        "/v1/batch",
+        served.fleet_key,
+        json={"targets": [upstream.base_url + "/plain", closed]},
+        headers={"Idempotency-Key": "narrow-batch"},
+    ).json()
+    context, page, watch = new_context(browser, served.base_url, width=360)
+    try:
+        sign_in(page, served.base_url, served.fleet_key)
+        for job_id, status in ((crawl["id"], "done"), (batch["id"], "partial")):
+            page.goto(f"{served.base_url}/#/jobs/{job_id}")
+            page.locator(f"#job-status .badge.{status}").wait_for()
+            assert page.locator("#targets-table button").count() >= 2
+            assert page.evaluate(OFFSCREEN) == [], job_id
+            assert page.evaluate("document.documentElement.scrollWidth") == 360
+            shot(page, f"job-{status}-360")
+        page.goto(f"{served.base_url}/#/jobs")
+        page.locator(f"#jobs-table tr[data-job='{crawl['id']}']").wait_for()
+        assert page.evaluate(OFFSCREEN) == []
+        assert page.evaluate("document.documentElement.scrollWidth") == 360
+        shot(page, "jobs-crawl-360")
+        page.goto(f"{served.base_url}/#/crawl")
+        page.fill("#map-url", body["url"])
+        page.click("#map-go")
+        page.locator("#map-urls").wait_for()
+        assert page.evaluate(OFFSCREEN) == []
+        assert page.evaluate("document.documentElement.scrollWidth") == 360
+        shot(page, "crawl-360")
     finally:
         context.close()
     assert watch.foreign == [] and watch.problems == []

@@ -11,8 +11,9 @@
   on its vendor's CDN, and one offline API browser is enough.)
 
 Everything else the console shows comes from the public API (``/v1/fetch``,
-``/v1/batch…``, ``/v1/stats``, ``/healthz``), called by the page with the caller's key.
-Assets are read from the package once, when the app is built, and served from memory.
+``/v1/batch…``, ``/v1/crawl``, ``/v1/map``, ``/v1/stats``, ``/healthz``), called by the page
+with the caller's key. Assets are read from the package once, when the app is built, and
+served from memory.
 """
 
 from __future__ import annotations

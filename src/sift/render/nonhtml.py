@@ -23,6 +23,7 @@ from pypdf.errors import PyPdfError
 
 from sift.errors import UnsupportedContentType
 from sift.render.markdown import normalize_inline
+from sift.render.pdftext import page_text
 
 # A PDF's text layer rarely needs more than this many pages for an agent; bounded time.
 DEFAULT_MAX_PDF_PAGES = 500
@@ -184,8 +185,9 @@ def render_pdf(
     time_budget_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[str | None, str, bool]:
-    """The text layer of a PDF, ``--- page N ---`` before each page (N from 1), and whether
-    a budget (pages, ``max_chars`` of text, ``time_budget_s``) cut it short."""
+    """The text layer of a PDF, ``--- page N ---`` before each page (N from 1), with its
+    line and paragraph breaks (``pdftext.page_text``), and whether a budget (pages,
+    ``max_chars`` of text, ``time_budget_s``) cut it short."""
     deadline = None if time_budget_s is None else clock() + time_budget_s
     left = max_chars
     over = False
@@ -204,7 +206,7 @@ def render_pdf(
                 over = True
                 break
             try:
-                text = (page.extract_text(visitor_operand_before=watch) or "").strip()
+                text = page_text(page, watch)
             except _OverBudget:
                 parts.append(f"--- page {n}: stopped, the PDF took too long to read ---")
                 over = True

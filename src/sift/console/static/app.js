@@ -1,8 +1,9 @@
-// The console: a hash router over five pages, the sign-in state, and polling while a
+// The console: a hash router over six pages, the sign-in state, and polling while a
 // page shows something live. Every number and text comes from the public API.
 
 import { api, session } from "./api.js";
 import { CachePage } from "./cache.js";
+import { setupCrawl } from "./crawl.js";
 import { $, showError } from "./dom.js";
 import { JobPage } from "./job.js";
 import { drawJobs, setupJobs } from "./jobs.js";
@@ -10,7 +11,11 @@ import { setupTry } from "./try.js";
 
 const POLL_MS = 1000;
 const CACHE_POLL_MS = 2000;
-const PAGES = ["signin", "try", "jobs", "job", "cache"];
+const PAGES = ["signin", "try", "jobs", "job", "crawl", "cache"];
+const TITLES = {
+  signin: "sign in", try: "try a URL", jobs: "jobs", job: "job", crawl: "crawl & map",
+  cache: "cache & health",
+};
 
 const state = { identity: null, timer: null, generation: 0 };
 
@@ -126,7 +131,7 @@ const router = {
       if (current) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
     }
-    document.title = `sift console — ${{ signin: "sign in", try: "try a URL", jobs: "jobs", job: "job", cache: "cache & health" }[page]}`;
+    document.title = `sift console — ${TITLES[page]}`;
     if (page === "signin") await showSignin();
     if (page === "jobs") poll(drawJobs, $("job-error"));
     if (page === "job") {
@@ -145,5 +150,6 @@ const router = {
 setupSignin();
 setupTry();
 setupJobs(router);
+setupCrawl(router);
 window.addEventListener("hashchange", () => router.render());
 router.render();

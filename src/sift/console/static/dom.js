@@ -27,7 +27,7 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 function append(el, children) {
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -88,6 +88,12 @@ export function num(n) {
 export function when(unixSeconds) {
   if (!unixSeconds) return "–";
   return new Date(unixSeconds * 1000).toLocaleString();
+}
+
+// A table cell that names its column (data-label): under 720 px a table of class "stack"
+// shows each row as a card, each cell's content beside its column's name (console.css).
+export function cell(label, attrs, ...children) {
+  return h("td", { ...attrs, "data-label": label }, h("div", { class: "cell" }, ...children));
 }
 
 export function badge(text) {

@@ -1,13 +1,42 @@
 // One job: status, counts, progress, its targets paged, a target's result or error,
 // cancel, and results.ndjson as a download (fetched with the key, saved from a Blob).
+// A crawl also shows its parameters, whether it reached max_pages, and each page's depth
+// and parent (the page whose link found it).
 
 import { api, apiRaw } from "./api.js";
-import { $, badge, bytes, h, keepingFocus, num, replace, showError, when } from "./dom.js";
+import { $, badge, bytes, cell, h, keepingFocus, num, replace, showError, when } from "./dom.js";
 import { ContentView } from "./envelope.js";
-import { LIVE, progressOf } from "./jobs.js";
+import { kindTag, LIVE, progressOf, reachedBadge, reachedMaxPages } from "./jobs.js";
 
 const PAGE = 20;
 const COUNTS = ["pending", "running", "done", "failed", "cancelled"];
+const SCOPES = {
+  prefix: "the start URL's host, at its path or below",
+  host: "the start URL's host",
+  domain: "the start URL's domain and its subdomains",
+};
+
+function field(name, ...value) {
+  return [h("dt", {}, name), h("dd", { "data-field": name }, ...value)];
+}
+
+// A crawl's parameters and how far it got, as dl rows.
+function crawlFields(job) {
+  const c = job.crawl;
+  const pages = reachedMaxPages(job)
+    ? [reachedBadge(job), ` the crawl stopped adding pages at ${num(c.max_pages)}; `,
+      "a larger max_pages may find more"]
+    : `${num(job.targets_total)} found, at most ${num(c.max_pages)}`;
+  return [
+    field("Start URL", h("span", { class: "url" }, c.url)),
+    field("Scope", h("code", {}, c.scope), ` (${SCOPES[c.scope] || "see docs/crawl.md"})`),
+    field("Max depth", `${num(c.max_depth)} links from the start page`),
+    field("Pages", pages),
+    c.include.length ? field("Include", h("code", {}, c.include.join(" "))) : null,
+    c.exclude.length ? field("Exclude", h("code", {}, c.exclude.join(" "))) : null,
+    field("Sitemaps", c.sitemap ? "read" : "not read"),
+  ];
+}
 
 export class JobPage {
   constructor(jobId) {
@@ -34,7 +63,8 @@ export class JobPage {
 
   draw() {
     const job = this.job;
-    $("job-h").textContent = `Job ${job.id}`;
+    const crawl = job.kind === "crawl" && job.crawl;
+    $("job-h").textContent = `${crawl ? "Crawl" : "Job"} ${job.id}`;
     const error = h("div", { class: "error", role: "alert", id: "job-action-error", hidden: true });
     const view = $("job-view");
     const detail = $("target-detail") || h("div", { id: "target-detail" });
@@ -42,6 +72,8 @@ export class JobPage {
       view,
       h("div", { class: "card" },
         h("dl", { class: "fields" },
+          h("dt", {}, "Kind"), h("dd", { id: "job-kind" }, kindTag(job)),
+          crawl ? crawlFields(job) : null,
           h("dt", {}, "Status"), h("dd", { id: "job-status" }, badge(job.status)),
           job.error ? [h("dt", {}, "Reason"), h("dd", { id: "job-reason" }, job.error)] : null,
           h("dt", {}, "Progress"), h("dd", {}, progressOf(job), " ",
@@ -66,16 +98,22 @@ export class JobPage {
   }
 
   targetsTable() {
+    const crawl = this.job.kind === "crawl";
+    const col = (name) => h("th", { scope: "col" }, name);
     return h("div", { class: "table-wrap", id: "targets-wrap", tabindex: "0", role: "region", "aria-label": "Targets" },
-      h("table", { class: "list", id: "targets-table" },
+      h("table", { class: "list stack", id: "targets-table" },
         h("thead", {}, h("tr", {},
-          h("th", { scope: "col" }, "#"), h("th", { scope: "col" }, "Status"),
-          h("th", { scope: "col" }, "URL"), h("th", { scope: "col" }, "Outcome"))),
+          col("#"), crawl ? [col("Depth"), col("Parent")] : null,
+          col("Status"), col("URL"), col("Outcome"))),
         h("tbody", {}, this.items.map((t) => h("tr", { "data-idx": String(t.idx) },
-          h("td", {}, String(t.idx)),
-          h("td", {}, badge(t.status)),
-          h("td", { class: "url" }, t.url),
-          h("td", {}, this.outcome(t)))))));
+          cell("#", {}, String(t.idx)),
+          crawl ? [
+            cell("Depth", { "data-depth": "" }, String(t.depth)),
+            cell("Parent", { "data-parent": "" }, t.parent === null ? "start page" : `#${t.parent}`),
+          ] : null,
+          cell("Status", {}, badge(t.status)),
+          cell("URL", { class: "url" }, t.url),
+          cell("Outcome", {}, this.outcome(t)))))));
   }
 
   outcome(t) {
