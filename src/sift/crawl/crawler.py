@@ -24,7 +24,6 @@ yields no links, and a warning in the log.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -34,6 +33,7 @@ from typing import Any, Final
 from sift.crawl import sitemap
 from sift.crawl.frontier import Frontier
 from sift.crawl.links import page_links
+from sift.crawl.offloop import CPU_LANE
 from sift.crawl.spec import CrawlSpec
 from sift.dcache import DB
 from sift.errors import SiftError
@@ -185,7 +185,7 @@ class Crawler:
             return []
         if len(body) <= INLINE_PARSE_BYTES:
             return page_links(body, page_url, MAX_LINKS_PER_PAGE)
-        return await asyncio.to_thread(page_links, body, page_url, MAX_LINKS_PER_PAGE)
+        return await CPU_LANE.run(page_links, body, page_url, MAX_LINKS_PER_PAGE)
 
     async def sitemap_urls(
         self,
@@ -240,7 +240,7 @@ async def admit(
     URLs take ~1 s of checks: never on the event loop)."""
     if len(urls) <= INLINE_ADMIT_URLS:
         return frontier.admit_all(urls, deadline)
-    return await asyncio.to_thread(frontier.admit_all, urls, deadline)
+    return await CPU_LANE.run(frontier.admit_all, urls, deadline)
 
 
 def options_of(target_options: str) -> dict[str, Any]:

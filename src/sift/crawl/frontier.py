@@ -11,7 +11,6 @@ when the crawl obeys it. The fetch still runs every guard again when the page is
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -19,6 +18,7 @@ from typing import Final
 
 from sift.crawl.globs import PathGlobs
 from sift.crawl.links import looks_like_page
+from sift.crawl.offloop import CPU_LANE
 from sift.crawl.scope import Scope, ScopeRule
 from sift.crawl.trap import is_trap
 from sift.errors import SiftError
@@ -149,7 +149,7 @@ class Frontier:
 async def _check(batch: list[Target], verdicts: dict[str, Verdict], token: str) -> list[str]:
     if len(batch) <= INLINE_CHECKS:
         return _allowed(batch, verdicts, token)
-    return await asyncio.to_thread(_allowed, batch, verdicts, token)
+    return await CPU_LANE.run(_allowed, batch, verdicts, token)
 
 
 def _allowed(batch: list[Target], verdicts: dict[str, Verdict], token: str) -> list[str]:

@@ -17,7 +17,6 @@ leaves) and time (``parse_timeout_s``, and the caller's ``deadline``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 import zlib
 from collections import deque
@@ -25,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from lxml import etree
+
+from sift.crawl.offloop import CPU_LANE
 
 MAX_DOCS: Final = 20
 MAX_URLS: Final = 50_000
@@ -118,7 +119,7 @@ async def collect(
         if body is None:
             continue
         stop = time.monotonic() + parse_timeout_s
-        pages, sitemaps = await asyncio.to_thread(
+        pages, sitemaps = await CPU_LANE.run(
             parse_sitemap,
             body,
             max_bytes,
