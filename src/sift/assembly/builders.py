@@ -18,7 +18,7 @@ def build_fetcher(settings: Settings, *, resolver: Resolver | None = None) -> Fe
     """The process's one fetcher, configured from settings (not started). Its own listen
     address is refused as a target. ``resolver``: the names not in ``egress.resolve``
     (default the system's; tests pass one that knows no name)."""
-    from sift.fetch import Fetcher
+    from sift.fetch import DnsLimits, Fetcher
     from sift.fetch.egress import listen_addresses
 
     host, port = settings.listen_host_port
@@ -27,6 +27,13 @@ def build_fetcher(settings: Settings, *, resolver: Resolver | None = None) -> Fe
         resolver=resolver,
         extra_public_cidrs=settings.egress.extra_public_cidrs,
         static_hosts=settings.egress.resolve,
+        dns=DnsLimits(
+            timeout_s=settings.egress.dns_timeout_s,
+            lookups_per_caller=settings.egress.dns_lookups_per_caller,
+            negative_ttl_s=settings.egress.dns_negative_ttl_s,
+            negative_max_entries=settings.egress.dns_negative_max_entries,
+            servers=settings.egress.dns_servers,
+        ),
         own_addresses=[*listen_addresses(host, port), *settings.egress.own_addresses],
     )
 

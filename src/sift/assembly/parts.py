@@ -81,7 +81,11 @@ async def assemble(
 
     async with AsyncExitStack() as stack:
         if db is None:
-            adb = await AsyncDB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+            adb = await AsyncDB.open(
+                settings.db_path,
+                max_bytes=settings.cache.max_bytes,
+                robots_max_bytes=settings.cache.robots_max_bytes,
+            )
         else:
             adb = AsyncDB(db)
         stack.push_async_callback(adb.close)

@@ -84,7 +84,11 @@ def _build_app(
     from sift.dcache import DB
     from sift.server.app import create_app
 
-    db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
+    db = DB.open(
+        settings.db_path,
+        max_bytes=settings.cache.max_bytes,
+        robots_max_bytes=settings.cache.robots_max_bytes,
+    )
     keys = KeyRing(
         settings.callers,
         operator_key=lock.write_operator_key(),

@@ -23,6 +23,14 @@ class CacheSettings:
             size=True,
         ),
     )
+    robots_max_bytes: int = field(
+        default=16 << 20,
+        metadata=doc(
+            "Byte budget of the robots.txt table (origin + body per entry); the oldest "
+            "entries are evicted first.",
+            size=True,
+        ),
+    )
     default_max_age_s: int = field(
         default=3600,
         metadata=doc(

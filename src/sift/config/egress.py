@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sift.config.values import check_cidr, doc
+from sift.config.values import check_cidr, check_positive, doc
 from sift.errors import ConfigError
 
 
@@ -25,6 +25,35 @@ class EgressSettings:
         metadata=doc(
             "Lab/test only: static host -> addresses, applied before DNS like curl --resolve; "
             "the addresses are still classified."
+        ),
+    )
+    dns_timeout_s: float = field(
+        default=5.0,
+        metadata=doc(
+            "Deadline of one DNS lookup, the wait for a free lookup slot included; c-ares "
+            "gives up on the query within it too."
+        ),
+    )
+    dns_lookups_per_caller: int = field(
+        default=4,
+        metadata=doc(
+            "DNS lookups one caller may have in flight; more wait for one of its own, never "
+            "for another caller's."
+        ),
+    )
+    dns_negative_ttl_s: float = field(
+        default=10.0,
+        metadata=doc("How long a name that did not resolve keeps failing without a new lookup."),
+    )
+    dns_negative_max_entries: int = field(
+        default=4096,
+        metadata=doc("Names remembered as not resolving (oldest forgotten first)."),
+    )
+    dns_servers: tuple[str, ...] = field(
+        default=(),
+        metadata=doc(
+            'DNS servers to ask ("ip" or "ip:port"); empty: those of /etc/resolv.conf. '
+            "/etc/hosts is read first either way."
         ),
     )
     own_addresses: tuple[str, ...] = field(
@@ -54,6 +83,37 @@ def parse_resolve(value: Any) -> Mapping[str, tuple[str, ...]]:
 def check_public_cidrs(egress: EgressSettings, where: str) -> None:
     for cidr in egress.extra_public_cidrs:
         check_cidr(cidr, where, "egress.extra_public_cidrs")
+
+
+def check_dns(egress: EgressSettings, where: str) -> None:
+    check_positive(
+        egress,
+        ("dns_timeout_s", "dns_lookups_per_caller", "dns_negative_max_entries"),
+        where,
+        "egress.",
+    )
+    if egress.dns_negative_ttl_s < 0:
+        raise ConfigError(f"{where}: egress.dns_negative_ttl_s: must be >= 0")
+    for server in egress.dns_servers:
+        host, port = _split_host_port(server.strip())
+        try:
+            ipaddress.ip_address(host)
+            if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(port)
+        except ValueError:
+            raise ConfigError(
+                f"{where}: egress.dns_servers: bad server {server!r}; use ip, ip:port or [v6]:port"
+            ) from None
+
+
+def _split_host_port(text: str) -> tuple[str, str | None]:
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, rest.removeprefix(":") if rest else None
+    if text.count(":") == 1:
+        host, _, port = text.partition(":")
+        return host, port
+    return text, None
 
 
 def check_own_addresses(egress: EgressSettings, where: str) -> None:

@@ -18,7 +18,12 @@ from sift.config.browser import BrowserSettings, check_browser
 from sift.config.cache import CacheSettings
 from sift.config.callers import Caller, check_callers
 from sift.config.classes import ClassesSettings, check_class_browsers, check_classes
-from sift.config.egress import EgressSettings, check_own_addresses, check_public_cidrs
+from sift.config.egress import (
+    EgressSettings,
+    check_dns,
+    check_own_addresses,
+    check_public_cidrs,
+)
 from sift.config.listener import ListenerSettings, check_listener
 from sift.config.store import StoreSettings, check_store
 from sift.config.values import doc, parse_listen
@@ -106,6 +111,7 @@ def validate(settings: Settings, where: str) -> None:
     check_public_cidrs(settings.egress, where)
     check_listener(settings.listener, where)
     check_own_addresses(settings.egress, where)
+    check_dns(settings.egress, where)
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
     check_class_browsers(settings.classes, where)

@@ -24,7 +24,6 @@ yields no links, and a warning in the log.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -34,10 +33,11 @@ from typing import Any, Final
 from sift.crawl import sitemap
 from sift.crawl.frontier import Frontier
 from sift.crawl.links import page_links
+from sift.crawl.offloop import CPU_LANE
 from sift.crawl.spec import CrawlSpec
 from sift.dcache import DB
 from sift.errors import SiftError
-from sift.fetch import RobotsChecker, validate_url
+from sift.fetch import RobotsChecker, Target, validate_url
 from sift.jsonio import loads
 from sift.principal import Principal
 from sift.service import Service
@@ -57,6 +57,8 @@ MAX_REMEMBERED_SEEN: Final = 50_000
 # Pages up to this size are parsed on the event loop (a thread hand-off costs more than the
 # parse); larger ones in a thread, so the loop never stalls on a big page.
 INLINE_PARSE_BYTES: Final = 32 << 10
+# Lists of discovered URLs up to this length are admitted on the event loop (~10 ms at most).
+INLINE_ADMIT_URLS: Final = 500
 
 
 def is_html(content_type: str) -> bool:
@@ -139,11 +141,9 @@ class Crawler:
             found += await self.page_links(envelope, final_url)
         if idx == 0 and spec.sitemap:
             found += await self.sitemap_urls(frontier, principal, spec)
-        admitted: dict[str, Any] = {}
-        for u in found:
-            t = frontier.admit(u)
-            if t is not None and t.url not in admitted and (job_id, t.url) not in self._seen:
-                admitted[t.url] = t
+        admitted = await admit(frontier, found)
+        for u in [u for u in admitted if (job_id, u) in self._seen]:
+            del admitted[u]
         seen = [final_url] if final_url != url and (job_id, final_url) not in self._seen else []
         if not admitted and not seen:
             return 0
@@ -185,13 +185,18 @@ class Crawler:
             return []
         if len(body) <= INLINE_PARSE_BYTES:
             return page_links(body, page_url, MAX_LINKS_PER_PAGE)
-        return await asyncio.to_thread(page_links, body, page_url, MAX_LINKS_PER_PAGE)
+        return await CPU_LANE.run(page_links, body, page_url, MAX_LINKS_PER_PAGE)
 
     async def sitemap_urls(
-        self, frontier: Frontier, principal: Principal, spec_like: Any
+        self,
+        frontier: Frontier,
+        principal: Principal,
+        spec_like: Any,
+        deadline: float | None = None,
     ) -> list[str]:
         """Page URLs of the start host's sitemaps: robots.txt ``Sitemap:`` lines (when
-        robots.txt is obeyed) and ``/sitemap.xml``, through sitemap indexes."""
+        robots.txt is obeyed) and ``/sitemap.xml``, through sitemap indexes (parsed in a
+        thread, each parse ending by ``deadline``, monotonic seconds)."""
         start = validate_url(spec_like.url)
         policy = self._policy(principal)
         robots = (
@@ -224,8 +229,18 @@ class Crawler:
             return result.body if 200 <= result.status < 300 else None
 
         return await sitemap.collect(
-            fetch, roots, follow=follow, max_bytes=policy.max_download_bytes
+            fetch, roots, follow=follow, max_bytes=policy.max_download_bytes, deadline=deadline
         )
+
+
+async def admit(
+    frontier: Frontier, urls: list[str], deadline: float | None = None
+) -> dict[str, Target]:
+    """``frontier.admit_all(urls)``, in a thread when the list is long (a sitemap's 50,000
+    URLs take ~1 s of checks: never on the event loop)."""
+    if len(urls) <= INLINE_ADMIT_URLS:
+        return frontier.admit_all(urls, deadline)
+    return await CPU_LANE.run(frontier.admit_all, urls, deadline)
 
 
 def options_of(target_options: str) -> dict[str, Any]:

@@ -6,19 +6,26 @@ errors are ``/v1/fetch``'s), its links read, and — with ``sitemap`` — the si
 crawl's ``Frontier`` (scope, include/exclude, traps, egress policy, robots.txt). The answer
 lists the start URL, then sitemap URLs, then the page's links, each once, at most ``limit``.
 
-Bounded in time: discovery after the start page stops at the caller's class ``timeout_s``,
-and the answer says ``complete: false`` when it did.
+Bounded in time, every step (issue 24): the whole request ends within the caller's class
+``timeout_s``. Checking the start URL (its DNS) and fetching the start page must finish in
+it, else the map fails like ``/v1/fetch`` does (``upstream_timeout``, or ``dns_failure``);
+what comes after — reading sitemaps and links, admitting the URLs (in a thread), resolving
+each new host and reading its robots.txt — stops at the deadline, and the answer lists the
+URLs judged by then with ``complete: false`` (a map is a quick look: a partial list the
+caller can use beats an error that throws the work away).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
-from sift.crawl.crawler import Crawler, is_html
+from sift.crawl.crawler import Crawler, admit, is_html
 from sift.crawl.frontier import Frontier
 from sift.crawl.spec import MapSpec
 from sift.crawl.submit import check_start
+from sift.errors import UpstreamTimeout
 from sift.fetch import Target
 from sift.options import parse_options
 from sift.principal import Principal
@@ -29,10 +36,19 @@ async def map_site(
     crawler: Crawler, service: Service, principal: Principal, spec: MapSpec
 ) -> dict[str, Any]:
     """``{"url", "urls", "count", "truncated", "complete"}`` for a validated ``spec``."""
-    start = await check_start(service, principal, spec.url)
     limits = service.settings.classes.get(principal.caller_class)
     policy = service.policy_for(principal, limits.timeout_s)
-    envelope = await service.fetch(principal, parse_options({"url": start.url}))
+    deadline = asyncio.get_running_loop().time() + limits.timeout_s
+    # The same instant on the clock threads read (the loop's clock may differ).
+    thread_deadline = time.monotonic() + limits.timeout_s
+    try:
+        async with asyncio.timeout_at(deadline):
+            start = await check_start(service, principal, spec.url)
+            envelope = await service.fetch(principal, parse_options({"url": start.url}))
+    except TimeoutError as exc:
+        raise UpstreamTimeout(
+            f"The map did not get its start page within {limits.timeout_s:g} s."
+        ) from exc
     frontier = Frontier(
         start,
         spec.scope,
@@ -40,26 +56,22 @@ async def map_site(
         spec.exclude,
         lambda url: service.fetcher.check_url(url, policy),
     )
-    found: list[str] = []
+    urls: list[str] = [start.url]
     complete = True
     try:
-        async with asyncio.timeout(limits.timeout_s):
-            if spec.sitemap:
-                found += await crawler.sitemap_urls(frontier, principal, spec)
-            if 200 <= int(envelope["status"]) < 300 and is_html(envelope["content_type"]):
-                final = frontier.normal(envelope["final_url"])
-                if final is not None and frontier.scope.allows(final):
-                    found += await crawler.page_links(envelope, final.url)
+        async with asyncio.timeout_at(deadline):
+            found = await _discover(crawler, principal, spec, frontier, envelope, thread_deadline)
+            admitted = await admit(frontier, found, thread_deadline)
+            admitted.pop(start.url, None)
+            await frontier.permitted(
+                admitted.values(),
+                service.fetcher,
+                policy,
+                service.robots_checker(principal),
+                out=urls,
+            )
     except TimeoutError:
         complete = False
-    admitted: dict[str, Target] = {start.url: start}
-    for u in found:
-        t = frontier.admit(u)
-        if t is not None and t.url not in admitted:
-            admitted[t.url] = t
-    urls = await frontier.permitted(
-        admitted.values(), service.fetcher, policy, service.robots_checker(principal)
-    )
     return {
         "url": start.url,
         "urls": urls[: spec.limit],
@@ -67,3 +79,22 @@ async def map_site(
         "truncated": len(urls) > spec.limit,
         "complete": complete,
     }
+
+
+async def _discover(
+    crawler: Crawler,
+    principal: Principal,
+    spec: MapSpec,
+    frontier: Frontier,
+    envelope: dict[str, Any],
+    thread_deadline: float,
+) -> list[str]:
+    """Sitemap URLs (with ``sitemap``), then the start page's links."""
+    found: list[str] = []
+    if spec.sitemap:
+        found += await crawler.sitemap_urls(frontier, principal, spec, thread_deadline)
+    if 200 <= int(envelope["status"]) < 300 and is_html(envelope["content_type"]):
+        final: Target | None = frontier.normal(envelope["final_url"])
+        if final is not None and frontier.scope.allows(final):
+            found += await crawler.page_links(envelope, final.url)
+    return found

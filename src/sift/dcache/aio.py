@@ -145,11 +145,16 @@ class AsyncDB:
         *,
         max_bytes: int = 1 << 30,
         compress_level: int = DEFAULT_LEVEL,
+        robots_max_bytes: int = 16 << 20,
     ) -> AsyncDB:
         """``DB.open`` on a worker thread (opening migrates, which may take a moment)."""
         worker = _Worker()
         opener = functools.partial(
-            DB.open, path, max_bytes=max_bytes, compress_level=compress_level
+            DB.open,
+            path,
+            max_bytes=max_bytes,
+            compress_level=compress_level,
+            robots_max_bytes=robots_max_bytes,
         )
         try:
             db = await worker.submit(opener, groupable=False)

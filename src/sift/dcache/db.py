@@ -1,8 +1,9 @@
 """``DB``: sift's one SQLite database — the content cache, robots.txt, and the batch store.
 
 ``DB`` puts together the content cache (content.py), the embedded batch store's tables
-(``sift.store.sqlite.tables``: the store room owns that SQL) and the small robots.txt cache
-below, over one connection (store.py) opened and migrated by schema.py.
+(``sift.store.sqlite.tables``: the store room owns that SQL) and the robots.txt cache
+(robots.py, under its own byte budget), over one connection (store.py) opened and migrated
+by schema.py.
 
 Thread model: see aio.py. Every method runs on the caller's thread and blocks; async code goes
 through ``AsyncDB.run``.
@@ -16,6 +17,7 @@ from typing import Final
 
 from sift.dcache.codec import DEFAULT_LEVEL
 from sift.dcache.content import ContentCacheMixin, PageEntry, body_digest
+from sift.dcache.robots import RobotsTableMixin
 from sift.dcache.schema import connect
 from sift.errors import ConfigError
 from sift.store.sqlite.tables import BatchTables
@@ -32,10 +34,11 @@ _COUNTERS: Final = (
     "batch_misses",
     "batch_idem_misses",
     "batch_evictions",
+    "robots_evictions",
 )
 
 
-class DB(ContentCacheMixin, BatchTables):
+class DB(ContentCacheMixin, RobotsTableMixin, BatchTables):
     """One open database. Build it with ``DB.open``; ``close()`` when done."""
 
     @classmethod
@@ -45,36 +48,23 @@ class DB(ContentCacheMixin, BatchTables):
         *,
         max_bytes: int = 1 << 30,
         compress_level: int = DEFAULT_LEVEL,
+        robots_max_bytes: int = 16 << 20,
     ) -> DB:
         """Create or open the database at ``path`` (``":memory:"`` works) and migrate it.
 
         ``max_bytes`` is the content cache budget evict() enforces; ``compress_level`` the zstd
-        level for bodies and renders (0: store as-is). Raises StoreError naming the file when
+        level for bodies and renders (0: store as-is); ``robots_max_bytes`` the robots.txt
+        table's budget (robots.py). Raises StoreError naming the file when
         it cannot be opened, is corrupt or not writable.
         """
         if max_bytes < 0:
             raise ConfigError(f"cache max_bytes must be >= 0, got {max_bytes}")
+        if robots_max_bytes < 0:
+            raise ConfigError(f"cache robots_max_bytes must be >= 0, got {robots_max_bytes}")
         fs_path = os.fspath(path)
-        return cls(connect(fs_path), fs_path, max_bytes=max_bytes, compress_level=compress_level)
-
-    # -- robots.txt ------------------------------------------------------------------------
-
-    def get_robots(self, origin: str) -> tuple[int, bytes, int] | None:
-        """``(status, body, fetched_at)`` cached for ``origin``, or None. The fetcher decides
-        freshness from fetched_at."""
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT status, body, fetched_at FROM robots WHERE origin = ?", (origin,)
-            ).fetchone()
-        return None if row is None else (int(row[0]), bytes(row[1]), int(row[2]))
-
-    def put_robots(self, origin: str, status: int, body: bytes, fetched_at: int) -> None:
-        """Store (or replace) the robots.txt answer for ``origin``."""
-        with self._write() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO robots (origin, status, body, fetched_at) VALUES (?,?,?,?)",
-                (origin, status, body, fetched_at),
-            )
+        db = cls(connect(fs_path), fs_path, max_bytes=max_bytes, compress_level=compress_level)
+        db.robots_max_bytes = robots_max_bytes
+        return db
 
     # -- stats -----------------------------------------------------------------------------
 
@@ -94,8 +84,8 @@ class DB(ContentCacheMixin, BatchTables):
 
     def stats(self) -> dict[str, int]:
         """Counters since open (hits, misses — totals and per body/page/render —, evictions,
-        orphan_puts, batch_misses, …) and gauges (bodies, pages, renders, robots, bytes,
-        raw_bytes, max_bytes, batch_jobs, batch_bytes)."""
+        orphan_puts, batch_misses, robots_evictions, …) and gauges (bodies, pages, renders,
+        robots, robots_bytes, bytes, raw_bytes, max_bytes, batch_jobs, batch_bytes)."""
         with self._read() as conn:
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM body), (SELECT count(*) FROM page),"
@@ -105,6 +95,7 @@ class DB(ContentCacheMixin, BatchTables):
                 " + (SELECT coalesce(sum(raw_bytes), 0) FROM render)"
             ).fetchone()
             batch_bytes = self._nbytes(conn)
+            robots_bytes = self._robots_total(conn)
         out = dict.fromkeys(_COUNTERS, 0)
         out.update(self._counters)
         out.update(
@@ -112,6 +103,7 @@ class DB(ContentCacheMixin, BatchTables):
             pages=int(row[1]),
             renders=int(row[2]),
             robots=int(row[3]),
+            robots_bytes=robots_bytes,
             batch_jobs=int(row[4]),
             raw_bytes=int(row[5]),
             bytes=self._bytes,

@@ -7,22 +7,24 @@ The service builds one ``Fetcher`` per process and calls ``fetch(url, policy, ..
 from sift.fetch.client import Fetcher, FetchResult
 from sift.fetch.egress import BLOCKED_MESSAGE, EgressGuard, classify
 from sift.fetch.policy import FetchPolicy, egress_scope, restricted_policy
-from sift.fetch.resolver import Resolver, StaticResolver, SystemResolver
+from sift.fetch.resolver import AresResolver, DnsLimits, Lookups, Resolver, StaticResolver
 from sift.fetch.robots import MemoryRobotsCache, RobotsCache, RobotsChecker
 from sift.fetch.url import Target, normalize_url, validate_url
 
 __all__ = [
     "BLOCKED_MESSAGE",
+    "AresResolver",
+    "DnsLimits",
     "EgressGuard",
     "FetchPolicy",
     "FetchResult",
     "Fetcher",
+    "Lookups",
     "MemoryRobotsCache",
     "Resolver",
     "RobotsCache",
     "RobotsChecker",
     "StaticResolver",
-    "SystemResolver",
     "Target",
     "classify",
     "egress_scope",

@@ -38,7 +38,7 @@ from sift.fetch.decode import make_decoder, parse_content_encoding
 from sift.fetch.egress import EgressGuard, blocked
 from sift.fetch.mimetype import extract_content_type
 from sift.fetch.policy import FetchPolicy
-from sift.fetch.resolver import LayeredResolver, Resolver, SystemResolver
+from sift.fetch.resolver import AresResolver, DnsLimits, Lookups, Resolver, lookup_caller
 from sift.fetch.transport import Pools, is_connect_error, send, translate
 from sift.fetch.url import Target, validate_url
 
@@ -80,7 +80,9 @@ class Fetcher:
     """One per process. ``async with Fetcher(...) as f`` or ``start()`` / ``close()``.
 
     ``static_hosts`` is the ``[egress.resolve]`` table (consulted before ``resolver``; its
-    answers are vetted like DNS answers). ``own_addresses`` are sift's listening addresses
+    answers are vetted like DNS answers). ``resolver`` answers every other name (default
+    ``AresResolver``, c-ares); ``dns`` bounds every lookup: deadline, per-caller slots,
+    negative answers (``resolver.Lookups``). ``own_addresses`` are sift's listening addresses
     (``"ip"``, ``"ip:port"``, ``"[v6]:port"``), refused for every policy. ``ssl_context``
     replaces the default verifying context (tests trust their own CA with it).
     """
@@ -90,6 +92,7 @@ class Fetcher:
         *,
         user_agent: str,
         resolver: Resolver | None = None,
+        dns: DnsLimits | None = None,
         extra_public_cidrs: Sequence[str] = (),
         static_hosts: Mapping[str, Sequence[str]] | None = None,
         own_addresses: Sequence[str] = (),
@@ -100,8 +103,13 @@ class Fetcher:
     ) -> None:
         self.user_agent = user_agent
         self.guard = EgressGuard(extra_public_cidrs=extra_public_cidrs, own_addresses=own_addresses)
-        self._resolver: Resolver = LayeredResolver(
-            static_hosts or {}, resolver if resolver is not None else SystemResolver()
+        dns = dns or DnsLimits()
+        self.lookups = Lookups(
+            static_hosts or {},
+            resolver
+            if resolver is not None
+            else AresResolver(servers=dns.servers, timeout_s=dns.timeout_s),
+            dns,
         )
         self._pools = Pools(
             self.guard,
@@ -127,6 +135,7 @@ class Fetcher:
         """Close every pooled connection. Idempotent; later fetches raise ``SiftError``."""
         self._state = "closed"
         await self._pools.close()
+        await self.lookups.close()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -163,7 +172,7 @@ class Fetcher:
         if target.ip is not None:
             addresses = [target.ip]
         else:
-            addresses = await self._resolver.resolve(target.host, target.port)
+            addresses = await self.lookups.resolve(target.host, target.port, policy.caller)
         return self.guard.vet(addresses, target.port, policy)
 
     async def fetch(
@@ -189,6 +198,9 @@ class Fetcher:
         target = self.check_url(url, policy)
         started = time.perf_counter()
         timings = {"resolve_s": 0.0}
+        # The robots.txt fetches inside (the shared checker's policy names no caller) count
+        # against this fetch's caller too.
+        token = lookup_caller.set(policy.caller) if policy.caller else None
         try:
             async with asyncio.timeout(policy.timeout_s):
                 result = await self._follow(
@@ -198,6 +210,9 @@ class Fetcher:
             raise UpstreamTimeout(
                 f"The fetch did not finish within {policy.timeout_s:g} s."
             ) from exc
+        finally:
+            if token is not None:
+                lookup_caller.reset(token)
         timings["total_s"] = time.perf_counter() - started
         return result
 

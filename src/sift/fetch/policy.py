@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -25,6 +25,9 @@ class FetchPolicy:
     whole body (a slow drip ends here). ``connect_timeout_s`` bounds each TCP connect.
     ``pool``: connection pool name; pools are further split by the egress fields, so a
     connection opened under one policy is never reused under a stricter one.
+    ``caller``: who the fetch runs for, only to count its DNS lookups against it
+    (``resolver.Lookups``); not part of equality, so policies of one class stay equal
+    (shared fetches, memos) whoever holds them.
     """
 
     allow_private: bool
@@ -37,6 +40,7 @@ class FetchPolicy:
     max_header_bytes: int = 64 << 10
     max_header_fields: int = 100
     pool: str = "fleet"
+    caller: str = field(default="", compare=False)
 
 
 RESTRICTED_PORTS: frozenset[int] = frozenset({80, 443})

@@ -170,8 +170,13 @@ class RobotsChecker:
         error_ttl_s: int = 600,
     ) -> None:
         self._fetcher = fetcher
+        # One checker serves every caller of its egress scope: its fetches name no caller,
+        # so their DNS lookups count against the caller whose fetch needs them (the fetcher's
+        # ``lookup_caller``), never against whoever made the checker.
         self._policy = replace(
-            policy, max_download_bytes=min(policy.max_download_bytes, ROBOTS_MAX_BYTES)
+            policy,
+            max_download_bytes=min(policy.max_download_bytes, ROBOTS_MAX_BYTES),
+            caller="",
         )
         self._cache = cache
         self.token = user_agent_token

@@ -41,7 +41,7 @@ class Validator:
     def __init__(self, settings: Settings, fetcher: Fetcher) -> None:
         self.settings = settings
         self.fetcher = fetcher
-        self._policies: dict[tuple[str, bool | None, float], FetchPolicy] = {}
+        self._policies: dict[tuple[str, bool | None, float, str], FetchPolicy] = {}
         self._checked: dict[tuple[str, FetchPolicy], Target] = {}
 
     def request(self, principal: Principal, options: FetchOptions) -> Request:
@@ -64,7 +64,7 @@ class Validator:
 
     def policy_for(self, principal: Principal, timeout_s: float) -> FetchPolicy:
         """The fetch policy of a caller's class, with this request's deadline (memoized)."""
-        key = (principal.caller_class, principal.allow_private, timeout_s)
+        key = (principal.caller_class, principal.allow_private, timeout_s, principal.name)
         policy = self._policies.get(key)
         if policy is None:
             if len(self._policies) > 1024:
@@ -87,6 +87,7 @@ class Validator:
             connect_timeout_s=min(limits.connect_timeout_s, timeout_s),
             timeout_s=timeout_s,
             pool="restricted" if restricted else "fleet",
+            caller=principal.name,
         )
 
     def check_url(self, url: str, policy: FetchPolicy) -> Target:
