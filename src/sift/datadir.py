@@ -41,7 +41,8 @@ OWNER_READ_PAUSE_S: Final = 0.02
 @dataclass(frozen=True)
 class Owner:
     """Who holds a data directory's lock. ``listen`` is set for ``sift serve`` once bound;
-    ``config`` is the absolute path of the server's config file (None: defaults only)."""
+    ``config`` is the absolute path of the config file it reads (for ``sift serve``, the
+    file it reads its keys from, which may not exist yet; None: defaults only)."""
 
     pid: int
     command: str
