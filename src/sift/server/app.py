@@ -29,7 +29,7 @@ from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
 from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
-from sift.api.schema import ERROR_RESPONSES, Health
+from sift.api.schema import ERROR_RESPONSES, Health, declare_bearer_auth, keyed
 from sift.api.stats_routes import install_stats_routes
 from sift.assembly import assemble, build_browser, build_render_pool
 from sift.browser import Browser
@@ -98,6 +98,7 @@ def create_app(
     app.state.keys = keys
     app.state.metrics = metrics
     install_error_handlers(app)
+    declare_bearer_auth(app)
     install_batch_routes(app)
     install_crawl_routes(app)
     hot_routes = install_fetch_routes(app)
@@ -193,6 +194,7 @@ def _install_ops_routes(app: SiftApp, w: _Wiring) -> None:
         summary="Prometheus metrics",
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        openapi_extra=keyed(),  # when metrics_require_key is set
     )
     async def get_metrics(request: Request) -> Response:
         if settings.metrics_require_key:
