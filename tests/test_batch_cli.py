@@ -136,7 +136,10 @@ async def test_ctrl_c_cancels_the_job_and_says_so(tmp_path: Path, mode: str) -> 
     err = err_bytes.decode()
     assert proc.returncode == 130, err
     job = _job_id(err)
-    assert f"sift: interrupted; cancelled job {job}" in err
+    assert (
+        f"sift: interrupted; cancelling job {job} and writing the results it has "
+        "(Ctrl-C again to stop now)\n"
+    ) in err
     assert f"sift: job {job} cancelled: 0 done, 0 failed, 10 cancelled of 10 " in err
     assert "Traceback" not in err
     lines = _lines(tmp_path / "out.ndjson")

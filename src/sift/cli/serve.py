@@ -102,23 +102,29 @@ def _build_app(
 
 
 def _run(app: SiftApp, settings: Settings, sock: socket.socket, lock: DataDirLock) -> None:
-    """Serve ``app`` on the bound ``sock`` until SIGTERM or Ctrl-C."""
-    import uvicorn
-
+    """Serve ``app`` on the bound ``sock`` until SIGTERM or Ctrl-C (``server.serving``: one
+    line says what the stop waits for; a second Ctrl-C stops now; the exit status is 0)."""
     from sift.api.listener import (
         ListenerLimits,
         effective_max_connections,
         guarded_protocol,
         raise_open_files_limit,
     )
+    from sift.server.serving import serve
 
     host, port = settings.listen_host_port
     # uvicorn's httptools protocol plus a head deadline, a head size cap and a connection
     # limit (api/listener.py says why uvicorn's own settings do not suffice).
     listener = settings.listener
     max_connections = effective_max_connections(listener.max_connections, raise_open_files_limit())
-    config = uvicorn.Config(
+    # uvicorn only announces addresses it bound itself; this socket was bound above.
+    logging.getLogger("sift").info(
+        "listening on http://%s (web console at /, API docs at /docs)", lock.owner.listen
+    )
+    serve(
         app,
+        sock,
+        grace_s=settings.batch.shutdown_grace_s,
         host=host,
         port=port,
         loop="uvloop",
@@ -130,11 +136,6 @@ def _run(app: SiftApp, settings: Settings, sock: socket.socket, lock: DataDirLoc
         lifespan="on",
         log_level="info",
     )
-    # uvicorn only announces addresses it bound itself; this socket was bound above.
-    logging.getLogger("sift").info(
-        "listening on http://%s (web console at /, API docs at /docs)", lock.owner.listen
-    )
-    uvicorn.Server(config).run(sockets=[sock])
 
 
 def _keys_file(args: argparse.Namespace) -> Path:
