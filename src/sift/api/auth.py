@@ -85,6 +85,7 @@ class KeyRing:
         the current keys and log why. Returns whether the keys were replaced."""
         if self._load_callers is None:
             return False
+        self._seen = _file_state(self._watch)  # this version is read now: the watch skips it
         try:
             callers = self._load_callers()
         except ConfigError as exc:
@@ -97,10 +98,8 @@ class KeyRing:
     def reload_if_changed(self) -> bool:
         """``reload()`` if the watched file changed (written, replaced, created or deleted)
         since the last look; returns whether the keys were replaced."""
-        state = _file_state(self._watch)
-        if state == self._seen:
+        if _file_state(self._watch) == self._seen:
             return False
-        self._seen = state
         return self.reload()
 
     async def watch(self, poll_s: float = KEYS_POLL_S) -> None:
