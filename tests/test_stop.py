@@ -1,6 +1,7 @@
-"""Ctrl-C on ``sift serve`` and ``sift batch`` (issue 21 §4): no tracebacks (the render
-workers ignore the terminal's SIGINT), one line saying what the stop waits for and that a
-second Ctrl-C stops now, and nothing lost.
+"""Ctrl-C on ``sift serve`` (issue 21 §4): no tracebacks (the render workers ignore the
+terminal's SIGINT), one line saying what the stop waits for and that a second Ctrl-C stops
+now, and nothing lost. (``sift batch``: tests/test_batch_cli.py's Ctrl-C test, also on the
+whole process group.)
 
 Real subprocesses in a process group of their own, signalled as a terminal signals its
 foreground job: SIGINT to the whole group, render workers included. Where a bound is
@@ -11,7 +12,6 @@ upstream that answers only when the test lets it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sqlite3
@@ -117,18 +117,6 @@ def _sift_lines(out: str) -> list[str]:
     return [line for line in out.splitlines() if line.startswith("sift: ")]
 
 
-def _wait_done(db_path: Path, idx: int) -> None:
-    """Until target ``idx`` of the (only) job is stored as done (read beside its writer)."""
-    deadline = time.monotonic() + 30
-    while True:
-        with contextlib.suppress(sqlite3.OperationalError), sqlite3.connect(db_path) as db:
-            row = db.execute("SELECT status FROM batch_target WHERE idx = ?", (idx,)).fetchone()
-            if row == ("done",):
-                return
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-
-
 def test_serve_says_what_it_waits_for_and_a_second_ctrl_c_stops_now(
     tmp_path: Path, upstream: SyncUpstream
 ) -> None:
@@ -189,30 +177,3 @@ def test_serve_cuts_off_what_outlasts_the_grace(tmp_path: Path, upstream: SyncUp
         "sift: 1 request still open; cut off",
     ]
     assert fetch["r"].status_code == 503
-
-
-def test_batch_ctrl_c_to_the_whole_group(tmp_path: Path, upstream: SyncUpstream) -> None:
-    """In-process ``sift batch`` (its own render workers): the terminal's SIGINT reaches
-    them too; the command alone answers it."""
-    urls = tmp_path / "urls.txt"
-    urls.write_text(f"{upstream.base_url}/p\n{upstream.base_url}/held-1\n")
-    out = tmp_path / "out.ndjson"
-    group = Group(
-        [
-            *SIFT, "batch", str(urls), "--data-dir", str(tmp_path / "d"), "--out", str(out),
-            "--set", "render_workers=2", "--poll-s", "0.05",
-        ],
-        tmp_path / "batch.log",
-    )  # fmt: skip
-    try:
-        _wait_hit(upstream, "/held-1")
-        _wait_done(tmp_path / "d" / "sift.db", idx=0)
-        group.ctrl_c()
-        assert group.proc.wait(30) == 130
-    finally:
-        group.kill()
-    log = group.output()
-    assert "Traceback" not in log, log
-    assert "(Ctrl-C again to stop now)\n" in log
-    assert " cancelled: 1 done, 0 failed, 1 cancelled of 2 " in log
-    assert [line.count('"status":"done"') for line in out.read_text().splitlines()] == [1, 0]
