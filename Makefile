@@ -2,18 +2,28 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Two installs, each re-run only when pyproject.toml changes: `make serve` installs what
+# serving needs (sift and the browser extra); `make test` adds the dev tools. The dev
+# install is a superset, so it also marks the serving one done; a serving install never
+# marks the dev one, so installing dev later is never skipped.
+SERVE_STAMP := $(VENV)/.installed-serve
+STAMP       := $(VENV)/.installed
 
 .PHONY: serve test lint typecheck pytest bench bench-data fmt clean
 
-# Re-install only when pyproject.toml changes.
+$(SERVE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[browser]'
+	touch $(SERVE_STAMP)
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
-	touch $(STAMP)
+	touch $(SERVE_STAMP) $(STAMP)
 
-serve: $(STAMP)
+serve: $(SERVE_STAMP)
 	$(BIN)/sift serve $(ARGS)
 
 test: lint typecheck pytest

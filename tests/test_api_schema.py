@@ -103,6 +103,22 @@ def test_every_ref_in_the_openapi_document_resolves() -> None:
     assert len(refs) > 10  # the walk found the document's references
 
 
+def test_routes_that_take_a_key_declare_bearer_auth() -> None:
+    """/docs offers Authorize only if the document declares the scheme (issue 21 §8)."""
+    assert OPENAPI["components"]["securitySchemes"]["bearer"]["type"] == "http"
+    assert OPENAPI["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    declared = {
+        (method.upper(), path): op.get("security")
+        for path, ops in OPENAPI["paths"].items()
+        for method, op in ops.items()
+    }
+    open_routes = {("GET", "/healthz")}
+    assert {where for where, security in declared.items() if security is None} == open_routes
+    keyed = [{"bearer": []}, {}]  # a key, or none on a server without callers (anonymous)
+    assert all(declared[where] == keyed for where in declared.keys() - open_routes)
+    assert len(declared) == 13
+
+
 def test_schema_states_the_limits_the_server_enforces() -> None:
     def body(path: str) -> dict[str, Any]:
         schema: dict[str, Any] = OPENAPI["paths"][path]["post"]["requestBody"]["content"][

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import subprocess
@@ -122,21 +123,26 @@ async def test_ctrl_c_cancels_the_job_and_says_so(tmp_path: Path, mode: str) -> 
             if mode == "server"
             else ["--data-dir", str(tmp_path / "d"), "--set", "render_workers=1"]
         )
+        # A process group of its own, signalled as a terminal signals its foreground job:
+        # the in-process run's render workers get the SIGINT too (issue 21 §4).
         proc = await asyncio.create_subprocess_exec(
             *SIFT, "batch", str(urls), *where, "--out", str(tmp_path / "out.ndjson"),
             "--poll-s", "0.05",
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 30
         while not any(p.startswith("/h") for p in up.hits):
             assert time.monotonic() < deadline and proc.returncode is None
             await asyncio.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
         _, err_bytes = await asyncio.wait_for(proc.communicate(), 30)
     err = err_bytes.decode()
     assert proc.returncode == 130, err
     job = _job_id(err)
-    assert f"sift: interrupted; cancelled job {job}" in err
+    assert (
+        f"sift: interrupted; cancelling job {job} and writing the results it has "
+        "(Ctrl-C again to stop now)\n"
+    ) in err
     assert f"sift: job {job} cancelled: 0 done, 0 failed, 10 cancelled of 10 " in err
     assert "Traceback" not in err
     lines = _lines(tmp_path / "out.ndjson")

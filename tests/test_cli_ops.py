@@ -140,8 +140,8 @@ def test_keys_list_and_remove_keep_the_rest_of_the_file(
     assert capsys.readouterr().out == "one\tfleet\ntwo\trestricted\n"
     assert main(["keys", "remove", "two", "--config", str(cfg)]) == 0
     assert capsys.readouterr().err == (
-        f"caller 'two' removed from {cfg}; a running sift serve picks this up on SIGHUP "
-        "(kill -HUP <pid>) or restart\n"
+        f"caller 'two' removed from {cfg}; a running sift serve that reads this file picks "
+        "it up within a second\n"
     )
     text = cfg.read_text()
     assert text.startswith('# my settings\n[cache]\nmax_bytes = "2GiB"  # room to grow\n')

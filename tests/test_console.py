@@ -332,7 +332,7 @@ def test_the_wheel_holds_every_console_asset(tmp_path: Path, repo_root: Path) ->
         check=True,
         capture_output=True,
     )
-    (wheel,) = tmp_path.glob("sift-*.whl")
+    (wheel,) = tmp_path.glob("sift_fetch-*.whl")  # the distribution: sift-fetch
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"sift/console/static/{p.name}" for p in STATIC.iterdir() if p.is_file()}
     assert len(expected) >= 10

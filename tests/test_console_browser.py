@@ -482,6 +482,32 @@ def test_docs_work_offline(browser: Any, served: Served) -> None:
     assert watch.problems == []
 
 
+def test_docs_authorize_then_try_it_out(browser: Any, served: Served) -> None:
+    """/docs offers Authorize (the schema declares bearer auth, issue 21 §8), and "Try it
+    out" then sends the key: the server, which has keys, answers 200, not 401."""
+    context, page, watch = new_context(browser, served.base_url)
+    try:
+        page.goto(served.base_url + "/docs")
+        page.locator("button.authorize").first.click()
+        page.locator(".modal-ux input[type=text], .modal-ux input[type=password]").first.fill(
+            served.fleet_key
+        )
+        page.locator(".modal-ux button.authorize").first.click()
+        page.locator(".modal-ux button.btn-done").first.click()
+        stats = page.locator("#operations-ops-stats_v1_stats_get")
+        stats.locator(".opblock-summary").click()
+        stats.locator("button.try-out__btn").click()
+        stats.locator("button.execute").click()
+        status = stats.locator(".live-responses-table .response .response-col_status")
+        status.first.wait_for()
+        assert status.first.inner_text().strip() == "200"
+        assert (served.base_url + "/v1/stats", f"Bearer {served.fleet_key}") in watch.api_requests
+    finally:
+        context.close()
+    assert watch.foreign == []
+    assert watch.problems == []
+
+
 def test_the_cache_page(fleet: tuple[Any, Watch], served: Served, upstream: SyncUpstream) -> None:
     page, _ = fleet
     api(served, "POST", "/v1/fetch", served.fleet_key, json={"url": upstream.base_url + "/plain"})

@@ -1,11 +1,12 @@
 """One owner per data directory: an OS lock held for the owning process's whole life.
 
 Every command that opens the store (``serve``, in-process ``batch`` and ``fetch``, ``mcp``,
-``stats``) first takes an exclusive ``flock`` on ``DATA_DIR/sift.lock`` and only then
-touches the database — so restart reconciliation (which fails the jobs a *previous* run
-left in flight) can only ever run in the one process that owns the directory, never in a
-second process next to a live server. The kernel drops the lock when the process exits,
-however it exits (``kill -9`` included): there is no stale lock to clean up.
+``stats``, ``batch reconcile``) first takes an exclusive ``flock`` on ``DATA_DIR/sift.lock``
+and only then touches the database — so restart reconciliation (which fails the jobs a
+*previous* run left in flight) can only ever run in the one process that owns the
+directory, never in a second process next to a live server. The kernel drops the lock
+when the process exits, however it exits (``kill -9`` included): there is no stale lock to
+clean up.
 
 The lock file also says who holds it (pid, command, and for ``sift serve`` the address it
 listens on), so a second process can refuse with one line naming the owner. A server also
@@ -40,7 +41,8 @@ OWNER_READ_PAUSE_S: Final = 0.02
 @dataclass(frozen=True)
 class Owner:
     """Who holds a data directory's lock. ``listen`` is set for ``sift serve`` once bound;
-    ``config`` is the absolute path of the server's config file (None: defaults only)."""
+    ``config`` is the absolute path of the config file it reads (for ``sift serve``, the
+    file it reads its keys from, which may not exist yet; None: defaults only)."""
 
     pid: int
     command: str

@@ -309,7 +309,7 @@ class UpstreamTimeout(UpstreamError):
 
 BROWSER_INSTALL_HINT = (
     "Install Chromium on the server: apt-get install --no-install-recommends "
-    "chromium-headless-shell, and Playwright: pip install 'sift[browser]' "
+    "chromium-headless-shell, and Playwright: pip install 'sift-fetch[browser]' "
     "(see docs/browser.md); or fetch with engine=http."
 )
 

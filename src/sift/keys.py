@@ -1,8 +1,11 @@
 """Caller keys: issue (a random bearer key, printed once, stored only as its SHA-256), list
 and remove them in the config file.
 
-A running ``sift serve`` reloads its keys on SIGHUP; ``notify_server`` sends it when the
-server that owns the config's data directory was started with this very config file.
+The file is rewritten atomically (a new file renamed over the old), so a running
+``sift serve`` — which watches the file it reads its callers from and reloads when it
+changes — never reads half a file. ``notify_server`` also sends SIGHUP to the server that
+owns the config's data directory when that server reads this very file (it reloads at
+once), and says so when it reads another one.
 """
 
 from __future__ import annotations
@@ -55,12 +58,12 @@ def add_caller(config_path: str | os.PathLike[str], name: str, caller_class: Cal
         f"key_sha256 = {json.dumps(key_digest(key))}\n"
     )
     sep = b"" if not original or original.endswith(b"\n") else b"\n"
-    path.write_bytes(original + sep + entry.encode())
+    _replace(path, original + sep + entry.encode())
     try:
         load_settings(path, env={})
     except ConfigError:
         if existed:
-            path.write_bytes(original)
+            _replace(path, original)
         else:
             path.unlink()
         raise
@@ -86,27 +89,46 @@ def remove_caller(config_path: str | os.PathLike[str], name: str) -> None:
     callers.remove(callers[index])
     if not callers:
         del doc["callers"]
-    path.write_text(tomlkit.dumps(doc), encoding="utf-8")
+    _replace(path, tomlkit.dumps(doc).encode("utf-8"))
     try:
         load_settings(path, env={})
     except ConfigError:
-        path.write_text(original, encoding="utf-8")
+        _replace(path, original.encode("utf-8"))
         raise
 
 
-def notify_server(config_path: str | os.PathLike[str]) -> Owner | None:
-    """Send SIGHUP to the ``sift serve`` that owns this config's data directory if it was
-    started with this config file; return it (None: no such server is running)."""
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: a temporary file beside the real one (a
+    symlink's target), with the old file's mode, renamed over it."""
+    target = Path(os.path.realpath(path))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def notify_server(config_path: str | os.PathLike[str]) -> tuple[Owner, bool] | None:
+    """The ``sift serve`` that owns this config's data directory, and whether it reads its
+    keys from this very file — then it is sent SIGHUP and reloads now (it would within a
+    second anyway). None: no server owns that directory."""
     settings = load_settings(config_path, env={})
     owner = owner_of(settings.data_dir)
-    if (
-        owner is None
-        or owner.command != "serve"
-        or owner.config != str(Path(config_path).resolve())
-    ):
+    if owner is None or owner.command != "serve":
         return None
+    if owner.config != str(Path(config_path).resolve()):
+        return owner, False
     try:
         os.kill(owner.pid, signal.SIGHUP)
     except OSError:
         return None
-    return owner
+    return owner, True

@@ -24,7 +24,7 @@ from sift.api.batch_schema import (
     submit_request_body,
 )
 from sift.api.fetch_routes import read_json
-from sift.api.schema import ERROR_RESPONSES
+from sift.api.schema import ERROR_RESPONSES, keyed
 from sift.assembly.runner import make_runner
 from sift.batch.jobs import MAX_LIST_LIMIT, MAX_PAGE_LIMIT, BatchJobs
 from sift.batch.runner import Runner, reconcile
@@ -106,7 +106,7 @@ def install_batch_routes(app: FastAPI) -> None:
     """Register the /v1/batch routes on ``app``, in the order the OpenAPI document lists them."""
     errors: dict[int | str, dict[str, Any]] = dict(ERROR_RESPONSES)
     view: dict[int | str, dict[str, Any]] = {200: {"model": BatchJobView}, **errors}
-    common: dict[str, Any] = {"tags": ["batch"], "response_model": None}
+    common: dict[str, Any] = {"tags": ["batch"], "response_model": None, "openapi_extra": keyed()}
     app.add_api_route(
         "/v1/batch",
         submit,
@@ -118,11 +118,14 @@ def install_batch_routes(app: FastAPI) -> None:
             200: {"model": BatchJobView, "description": "The live job with this key"},
             **errors,
         },
-        openapi_extra={
-            "requestBody": submit_request_body(),
-            "parameters": idempotency_parameter(),
+        **{
+            **common,
+            "openapi_extra": {
+                **keyed(),
+                "requestBody": submit_request_body(),
+                "parameters": idempotency_parameter(),
+            },
         },
-        **common,
     )
     app.add_api_route(
         "/v1/batch",

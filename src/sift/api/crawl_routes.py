@@ -18,7 +18,7 @@ from sift.api.batch_routes import _json
 from sift.api.batch_schema import BatchJobView, idempotency_parameter
 from sift.api.crawl_schema import MapResult, crawl_request_body, map_request_body
 from sift.api.fetch_routes import read_json
-from sift.api.schema import ERROR_RESPONSES
+from sift.api.schema import ERROR_RESPONSES, keyed
 from sift.batch.submit import check_idem_key
 from sift.crawl.crawler import Crawler
 from sift.crawl.map import map_site
@@ -65,6 +65,7 @@ def install_crawl_routes(app: FastAPI) -> None:
             **errors,
         },
         openapi_extra={
+            **keyed(),
             "requestBody": crawl_request_body(),
             "parameters": idempotency_parameter(),
         },
@@ -76,6 +77,6 @@ def install_crawl_routes(app: FastAPI) -> None:
         methods=["POST"],
         summary="The URLs of a site found quickly (sitemaps and the start page's links)",
         responses={200: {"model": MapResult}, **errors},
-        openapi_extra={"requestBody": map_request_body()},
+        openapi_extra={**keyed(), "requestBody": map_request_body()},
         **common,
     )

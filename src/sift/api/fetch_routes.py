@@ -22,6 +22,7 @@ from sift.api.schema import (
     FetchEnvelope,
     fetch_query_parameters,
     fetch_request_body,
+    keyed,
 )
 from sift.errors import BadRequest, RequestTooLarge
 from sift.jsonio import loads
@@ -134,7 +135,7 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
         post_fetch,
         methods=["POST"],
         summary="Fetch one URL and return its content, capped",
-        openapi_extra={"requestBody": fetch_request_body()},
+        openapi_extra={**keyed(), "requestBody": fetch_request_body()},
         **common,
     )
     app.add_api_route(
@@ -142,7 +143,7 @@ def install_fetch_routes(app: FastAPI) -> dict[tuple[str, str], Any]:
         get_fetch,
         methods=["GET"],
         summary="Fetch one URL (options as query parameters)",
-        openapi_extra={"parameters": fetch_query_parameters()},
+        openapi_extra={**keyed(), "parameters": fetch_query_parameters()},
         **{**common, "responses": {**common["responses"], 400: MALFORMED_REQUEST}},
     )
     return {("POST", "/v1/fetch"): post_fetch, ("GET", "/v1/fetch"): get_fetch}

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sift.api.auth import KeyRing
 from sift.api.errors import error_response
 from sift.config import Settings
 from sift.errors import HostNotAllowed, OriginNotAllowed, SiftError
@@ -62,11 +63,15 @@ def _origin_key(origin: str) -> str:
 
 
 class HostGuard:
-    """Refuse foreign ``Host`` (anonymous mode) and ``Origin`` (anonymous mode, ``/mcp``)."""
+    """Refuse foreign ``Host`` (anonymous mode) and ``Origin`` (anonymous mode, ``/mcp``).
 
-    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+    Anonymous mode is decided per request from ``keys`` (the callers in force, reloaded at
+    run time), else from the configured callers."""
+
+    def __init__(self, app: ASGIApp, *, settings: Settings, keys: KeyRing | None = None) -> None:
         self.app = app
         self.settings = settings
+        self._keys = keys
         listener = settings.listener
         hosts = {split_host(h) for h in listener.allowed_hosts}
         listen_host = split_host(settings.listen_host_port[0])
@@ -80,7 +85,7 @@ class HostGuard:
         # A plain function handing back the inner app's awaitable: on the fast lane, with
         # keys configured, the guard costs two comparisons and no coroutine of its own.
         if scope["type"] == "http":
-            anonymous = not self.settings.callers
+            anonymous = not (self._keys.callers if self._keys else self.settings.callers)
             if anonymous or scope["path"] == MCP_PATH:
                 refusal = self.check(scope["headers"], anonymous=anonymous)
                 if refusal is not None:

@@ -72,6 +72,10 @@ class ObserveMiddleware:
         self.metrics.in_flight.inc()
         try:
             await self.app(scope, receive, send_wrapper)
+        except asyncio.CancelledError:
+            if status == 500 and nbytes == 0:  # cut off by a stop, which answers 503
+                status = 503  # (server/serving.py)
+            raise
         finally:
             self.metrics.in_flight.dec()
             info: dict[str, Any] = scope.get(OBSERVE_KEY, {})

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
 from sift.options import (
@@ -151,6 +152,40 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorEnvelope, "description": text}
     for status, text in _ERROR_STATUSES.items()
 }
+
+
+# Bearer keys, declared so that /docs offers "Authorize" and its "Try it out" sends the key.
+BEARER: Final = "bearer"
+SECURITY_SCHEMES: Final[dict[str, Any]] = {
+    BEARER: {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A caller key (`sift keys add`), sent as `Authorization: Bearer <key>`. "
+        "A server with no callers configured also serves requests without a key, as the "
+        "anonymous restricted caller.",
+    }
+}
+
+
+def keyed() -> dict[str, Any]:
+    """What a route that takes a key adds to its ``openapi_extra``: a bearer key, or none
+    (the anonymous caller, on a server with no callers configured). A fresh dict each time:
+    FastAPI puts it into the document as it is."""
+    return {"security": [{BEARER: []}, {}]}
+
+
+def declare_bearer_auth(app: FastAPI) -> None:
+    """Add ``SECURITY_SCHEMES`` to ``app``'s OpenAPI document (routes reference it through
+    ``keyed()`` in their ``openapi_extra``)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = build()
+            document.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from sift import __version__
 from sift.api.auth import authenticate
-from sift.api.schema import ERROR_RESPONSES
+from sift.api.schema import ERROR_RESPONSES, keyed
 from sift.dcache import DB, AsyncDB
 from sift.errors import Unauthorized
 from sift.jsonio import dumps
@@ -109,4 +109,5 @@ def install_stats_routes(app: FastAPI) -> None:
         summary="Cache and batch numbers as JSON (fleet callers and the operator only)",
         response_model=None,
         responses={200: {"model": Stats}, **ERROR_RESPONSES},
+        openapi_extra=keyed(),
     )

@@ -96,6 +96,8 @@ class Runner:
         self._stopping = False
         self._main: asyncio.Task[None] | None = None
         self._upkeep: asyncio.Task[None] | None = None
+        self._stop_task: asyncio.Future[None] | None = None
+        self._hurry = asyncio.Event()
         source.bind(self)
 
     # -- control ------------------------------------------------------------------------------
@@ -122,9 +124,27 @@ class Runner:
             self._main = asyncio.create_task(self._drive(until_idle=False), name=main)
             self._upkeep = asyncio.create_task(self._upkeep_loop(), name=upkeep)
 
+    @property
+    def active(self) -> int:
+        """How many targets are being fetched (or written) right now."""
+        return len(self._tasks)
+
     async def stop(self, grace_s: float) -> None:
-        """Stop starting targets, let running ones finish for ``grace_s``, cancel the rest,
-        and let the source record what it can (see the module docstring). Idempotent."""
+        """Stop starting targets, let running ones finish for ``grace_s`` (or until
+        ``hurry()``), cancel the rest, and let the source record what it can (see the module
+        docstring). Idempotent; a call while a stop runs waits for that one instead."""
+        if self._stop_task is not None and not self._stop_task.done():
+            await asyncio.shield(self._stop_task)
+            return
+        self._stop_task = asyncio.ensure_future(self._stop(grace_s))
+        await self._stop_task
+
+    def hurry(self) -> None:
+        """End the grace period of a stop now (a second Ctrl-C): what still runs is
+        cancelled and recorded as at the end of the grace."""
+        self._hurry.set()
+
+    async def _stop(self, grace_s: float) -> None:
         # 1. No new targets, no more upkeep.
         self._stopping = True
         self._wake.set()
@@ -134,13 +154,30 @@ class Runner:
                 await asyncio.gather(task, return_exceptions=True)
         # 2. The grace period for what is running; then cancel what is left.
         if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
+            pending = await self._grace(grace_s)
             self._source.interrupted(pending)  # noted before: a cancelled task is forgotten
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         # 3. What can still be recorded.
         await self._source.stopped()
+
+    async def _grace(self, grace_s: float) -> set[asyncio.Task[None]]:
+        """Wait for the running targets until ``grace_s`` has passed or ``hurry()`` was
+        called; returns the ones still running."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        pending: set[asyncio.Future[Any]] = set(self._tasks)
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            while pending and not hurry.done() and (left := deadline - loop.time()) > 0:
+                _, pending = await asyncio.wait(
+                    pending | {hurry}, timeout=left, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(hurry)
+        finally:
+            hurry.cancel()
+        return {t for t in self._tasks if not t.done()}
 
     async def run_until_idle(self) -> None:
         """Run until no live job and no target is left (for tests and the CLI)."""

@@ -107,10 +107,26 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def _cmd_reconcile(args: argparse.Namespace) -> int:
-    """``sift batch reconcile``: fail every live job of the store (see ``batch.ops``)."""
-    from sift.assembly import settings_for
+    """``sift batch reconcile``: fail every live job of the store (see ``batch.ops``).
+
+    It owns the data directory first, like every command that opens the store: next to a
+    running ``sift serve`` it would fail the very jobs that server is working on, so it
+    refuses with one line naming that server (exit 2) instead."""
+    from sift import datadir
+    from sift.assembly import config_arg, settings_for
     from sift.batch.ops import reconcile_store
 
-    n = reconcile_store(settings_for(args))
+    settings = settings_for(args)
+    lock = datadir.own(
+        settings.data_dir,
+        "batch reconcile",
+        config=config_arg(args),
+        advice="reconcile fails every live job, this server's too: stop it first "
+        "(the embedded store reconciles at every start anyway)",
+    )
+    try:
+        n = reconcile_store(settings)
+    finally:
+        lock.release()
     print(f"sift: marked {n} live batch jobs failed", file=sys.stderr)
     return EXIT_OK

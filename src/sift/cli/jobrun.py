@@ -87,7 +87,14 @@ async def run_local(
     """Run a job in this process as the operator: submit (or ``start`` it another way),
     show progress until it ends (Ctrl-C cancels it), write the NDJSON, say the summary."""
     from sift.assembly import assemble
-    from sift.cli.progress import LIVE, BatchProgress, exit_code, replay_notice, summary
+    from sift.cli.progress import (
+        LIVE,
+        BatchProgress,
+        exit_code,
+        interrupted_line,
+        replay_notice,
+        summary,
+    )
     from sift.principal import OPERATOR
 
     started = time.monotonic()
@@ -112,14 +119,15 @@ async def run_local(
                     view = await jobs.status(OPERATOR, job_id, int(time.time()))
                     bar.update(view)
         except asyncio.CancelledError:
-            # Ctrl-C: asyncio.run cancels this task; cancel the job and report it.
+            # Ctrl-C: asyncio.run cancels this task; cancel the job and report it. A second
+            # Ctrl-C raises KeyboardInterrupt wherever this has got to: the job is then
+            # cancelled or, at worst, failed by the next start, as after a restart.
             interrupted = True
+            print(interrupted_line(job_id), file=sys.stderr, flush=True)
             view = await jobs.cancel(OPERATOR, job_id, int(time.time()))
         finally:
             await runner.stop(settings.batch.shutdown_grace_s)
         async for line in jobs.results_ndjson(OPERATOR, job_id, int(time.time())):
             out.write(line)
-    if interrupted:
-        print(f"sift: interrupted; cancelled job {job_id}", file=sys.stderr)
     print(summary(view, time.monotonic() - started), file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted else exit_code(view)

@@ -1,7 +1,8 @@
 """``sift keys add|list|remove``: the callers in the config file, and their keys.
 
-A running ``sift serve`` reloads them on SIGHUP; add and remove send it for you when that
-server was started with the same config file.
+A running ``sift serve`` watches the config file it reads its keys from and reloads them
+within a second of a change (and at once on SIGHUP, which add and remove send to the
+server that owns the config's data directory when it reads this file).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ def add_keys_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "keys",
         help="manage caller keys",
         description="Keys live in the config file (--config, else $SIFT_CONFIG, else "
-        f"./{DEFAULT_CONFIG_FILE}). A running sift serve reloads them on SIGHUP; add and "
-        "remove send it for you when that server was started with the same config file.",
+        f"./{DEFAULT_CONFIG_FILE}). A running sift serve that reads that file picks up a "
+        "change within a second (and at once on SIGHUP, which add and remove send it).",
     )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     config_help = f"config file (default $SIFT_CONFIG, else ./{DEFAULT_CONFIG_FILE})"
@@ -49,10 +50,16 @@ def _reload_note(path: str) -> str:
     """Tell the server using this config to reload its keys, and say what happened."""
     from sift.keys import notify_server
 
-    owner = notify_server(path)
-    if owner is None:
-        return "a running sift serve picks this up on SIGHUP (kill -HUP <pid>) or restart"
-    return f"{owner.describe()} reloads its keys now"
+    found = notify_server(path)
+    if found is None:
+        return "a running sift serve that reads this file picks it up within a second"
+    owner, reads_this = found
+    if reads_this:
+        return f"{owner.describe()} reloads its keys now"
+    return (
+        f"note: {owner.describe()}, which owns this config's data directory, reads its keys "
+        f"from {owner.config or 'no config file'}, not from this file"
+    )
 
 
 def cmd_keys_add(args: argparse.Namespace) -> int:

@@ -24,6 +24,14 @@ from sift.cli.exits import EXIT_FAILED, EXIT_OK
 LIVE: Final = frozenset({"queued", "running"})
 
 
+def interrupted_line(job_id: str) -> str:
+    """Said at Ctrl-C, before the job command cancels its job and writes what it has."""
+    return (
+        f"sift: interrupted; cancelling job {job_id} and writing the results it has "
+        "(Ctrl-C again to stop now)"
+    )
+
+
 class _Rate(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed

@@ -10,7 +10,13 @@ from typing import IO
 from rich.console import Console
 
 from sift.cli.exits import EXIT_INTERRUPTED
-from sift.cli.progress import BatchProgress, exit_code, replay_notice, summary
+from sift.cli.progress import (
+    BatchProgress,
+    exit_code,
+    interrupted_line,
+    replay_notice,
+    summary,
+)
 from sift.client import Client, Job, JobView
 
 
@@ -38,10 +44,9 @@ def run_remote(
                 view = job.wait(progress=lambda v: bar.update(v.to_dict()), poll_s=poll_s)
         except KeyboardInterrupt:
             interrupted = True
+            print(interrupted_line(view.id), file=sys.stderr, flush=True)
             view = job.cancel()
         for chunk in job.results_ndjson():
             out.write(chunk)
-    if interrupted:
-        print(f"sift: interrupted; cancelled job {view.id}", file=sys.stderr)
     print(summary(view.to_dict(), time.monotonic() - started), file=sys.stderr)
     return EXIT_INTERRUPTED if interrupted else exit_code(view.to_dict())

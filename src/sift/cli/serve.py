@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sift import datadir
 from sift.assembly import build_fetcher, build_render_pool, config_arg, settings_for
 from sift.cli.args import add_settings_args
+from sift.config import DEFAULT_CONFIG_FILE
 from sift.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -49,7 +52,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     lock = datadir.own(
         settings.data_dir,
         "serve",
-        config=config_arg(args),
+        config=os.fspath(_keys_file(args)),  # `sift keys` finds us by it
         advice="stop it first, or give this one another --data-dir",
     )
     try:
@@ -79,7 +82,8 @@ def _build_app(
     args: argparse.Namespace, settings: Settings, lock: DataDirLock, anonymous_allowed: bool
 ) -> SiftApp:
     """The app over the database, with one render worker per core (started with the app)
-    and keys that reload on SIGHUP and know the operator key."""
+    and keys that know the operator key and reload when their config file changes (or on
+    SIGHUP)."""
     from sift.api.auth import KeyRing
     from sift.dcache import DB
     from sift.server.app import create_app
@@ -94,6 +98,7 @@ def _build_app(
         operator_key=lock.write_operator_key(),
         anonymous_allowed=anonymous_allowed,
         load_callers=lambda: settings_for(args).callers,
+        watch=_keys_file(args),
     )
     return create_app(
         settings, db, build_fetcher(settings), render_pool=build_render_pool(settings), keys=keys
@@ -101,23 +106,29 @@ def _build_app(
 
 
 def _run(app: SiftApp, settings: Settings, sock: socket.socket, lock: DataDirLock) -> None:
-    """Serve ``app`` on the bound ``sock`` until SIGTERM or Ctrl-C."""
-    import uvicorn
-
+    """Serve ``app`` on the bound ``sock`` until SIGTERM or Ctrl-C (``server.serving``: one
+    line says what the stop waits for; a second Ctrl-C stops now; the exit status is 0)."""
     from sift.api.listener import (
         ListenerLimits,
         effective_max_connections,
         guarded_protocol,
         raise_open_files_limit,
     )
+    from sift.server.serving import serve
 
     host, port = settings.listen_host_port
     # uvicorn's httptools protocol plus a head deadline, a head size cap and a connection
     # limit (api/listener.py says why uvicorn's own settings do not suffice).
     listener = settings.listener
     max_connections = effective_max_connections(listener.max_connections, raise_open_files_limit())
-    config = uvicorn.Config(
+    # uvicorn only announces addresses it bound itself; this socket was bound above.
+    logging.getLogger("sift").info(
+        "listening on http://%s (web console at /, API docs at /docs)", lock.owner.listen
+    )
+    serve(
         app,
+        sock,
+        grace_s=settings.batch.shutdown_grace_s,
         host=host,
         port=port,
         loop="uvloop",
@@ -129,11 +140,13 @@ def _run(app: SiftApp, settings: Settings, sock: socket.socket, lock: DataDirLoc
         lifespan="on",
         log_level="info",
     )
-    # uvicorn only announces addresses it bound itself; this socket was bound above.
-    logging.getLogger("sift").info(
-        "listening on http://%s (web console at /, API docs at /docs)", lock.owner.listen
-    )
-    uvicorn.Server(config).run(sockets=[sock])
+
+
+def _keys_file(args: argparse.Namespace) -> Path:
+    """The config file this server reads its callers from — ``--config``, else
+    ``$SIFT_CONFIG``, else ./sift.toml — as an absolute path; it may not exist yet (a first
+    `sift keys add` creates it, and the server picks it up)."""
+    return Path(config_arg(args) or DEFAULT_CONFIG_FILE).resolve()
 
 
 def _bind(host: str, port: int, listen: str) -> socket.socket:

@@ -33,7 +33,10 @@ class BatchSettings:
     )
     shutdown_grace_s: float = field(
         default=10.0,
-        metadata=doc("On SIGTERM/SIGINT, how long running targets may finish before sift exits."),
+        metadata=doc(
+            "On SIGTERM/SIGINT, how long running requests and batch targets may finish before "
+            "sift cuts them off and exits (a second Ctrl-C: at once)."
+        ),
     )
     sweep_interval_s: float = field(default=60.0, metadata=doc("How often expired jobs are swept."))
     max_request_bytes: int = field(

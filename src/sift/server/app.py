@@ -29,7 +29,7 @@ from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
 from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
-from sift.api.schema import ERROR_RESPONSES, Health
+from sift.api.schema import ERROR_RESPONSES, Health, declare_bearer_auth, keyed
 from sift.api.stats_routes import install_stats_routes
 from sift.assembly import assemble, build_browser, build_render_pool
 from sift.browser import Browser
@@ -98,6 +98,7 @@ def create_app(
     app.state.keys = keys
     app.state.metrics = metrics
     install_error_handlers(app)
+    declare_bearer_auth(app)
     install_batch_routes(app)
     install_crawl_routes(app)
     hot_routes = install_fetch_routes(app)
@@ -108,12 +109,12 @@ def create_app(
     )
     # Host/Origin refusals are observed (counted and logged) like any other answer: the
     # guard sits inside ObserveMiddleware, on both paths.
-    app.add_middleware(HostGuard, settings=settings)
+    app.add_middleware(HostGuard, settings=settings, keys=keys)
     app.add_middleware(ObserveMiddleware, metrics=metrics, access_log=access_log)
     app.set_hot_routes(
         hot_routes,
         lambda inner: ObserveMiddleware(
-            HostGuard(inner, settings=settings), metrics=metrics, access_log=access_log
+            HostGuard(inner, settings=settings, keys=keys), metrics=metrics, access_log=access_log
         ),
     )
     _install_ops_routes(app, wiring)
@@ -147,12 +148,16 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
         gc.freeze()
         assert parts.store is not None
         runner = await start_batch(app, settings, parts.store, parts.service)
-        if keys.reloadable:  # sift serve: `kill -HUP` (or `sift keys add/remove`) reloads keys
+        # sift serve: keys reload when their config file changes and on `kill -HUP` (which
+        # `sift keys add/remove` send too).
+        watcher = asyncio.create_task(keys.watch(), name="sift-keys-watch")
+        if keys.reloadable:
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, keys.reload)
         try:
             async with w.mcp_http.run():  # the /mcp transport's task group
                 yield
         finally:
+            watcher.cancel()
             if keys.reloadable:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
             await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
@@ -189,6 +194,7 @@ def _install_ops_routes(app: SiftApp, w: _Wiring) -> None:
         summary="Prometheus metrics",
         response_class=PlainTextResponse,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        openapi_extra=keyed(),  # when metrics_require_key is set
     )
     async def get_metrics(request: Request) -> Response:
         if settings.metrics_require_key:

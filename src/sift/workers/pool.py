@@ -29,10 +29,12 @@ import logging
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
@@ -73,8 +75,18 @@ def _selftest() -> None:
     )
 
 
+def _ignore_interrupts() -> None:
+    """Ctrl-C is for the parent, which stops the pool (a terminal sends SIGINT to the whole
+    process group, workers included): ignore it here, then let signals in again. The worker
+    started with SIGINT blocked (``_Worker``), so one sent while it was starting up is
+    dropped now instead of killing it with a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def _worker_main(conn: Connection, memory_bytes: int) -> None:
     """A worker's life: limit memory, prove it can render, then answer jobs until EOF."""
+    _ignore_interrupts()
     try:
         _limit_memory(memory_bytes)
         _selftest()
@@ -114,7 +126,16 @@ class _Worker:
             name=f"sift-render-{number}",
             daemon=True,
         )
-        self.proc.start()
+        # The child inherits this thread's signal mask: SIGINT stays blocked in it until
+        # ``_worker_main`` ignores it (a Ctrl-C during its start-up must not kill it either).
+        # The resource tracker is started first: starting it unblocks SIGINT in this thread.
+        resource_tracker.ensure_running()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self.proc.start()
+        finally:
+            if signal.SIGINT not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         child.close()
         self.conn: Connection = parent
         self.ready = False
