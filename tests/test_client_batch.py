@@ -19,7 +19,6 @@ from servehelpers import SIFT, Served, free_port, sift_serve
 from sift.client import AsyncClient, BatchItem, Client, Envelope, JobView
 from sift.errors import (
     BadRequest,
-    Blocked,
     ConnectFailed,
     NotFound,
     SiftError,
@@ -89,15 +88,19 @@ def test_submit_wait_results(served: Served, upstream: SyncUpstream) -> None:
 
 
 def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: SyncUpstream) -> None:
-    with Client(served.base_url, served.restricted_key) as client:
-        job = client.submit([f"{upstream.base_url}/p0"], idempotency_key="client-restricted")
+    target = f"http://127.0.0.1:{free_port()}/"  # a closed port: the target fails
+    with Client(served.base_url, served.fleet_key) as client:
+        job = client.submit([target], idempotency_key="client-target-error")
         job.wait(poll_s=0.05)
         (item,) = list(job.results())
         assert item.status == "failed" and item.result is None
-        assert type(item.error) is Blocked
-        assert item.error.code == "blocked_address"
+        assert type(item.error) is ConnectFailed
+        assert (
+            item.error.message
+            == f"{target} could not be fetched: sift could not connect to its host."
+        )
         # Another caller's job is as missing as an unknown one.
-        with Client(served.base_url, served.fleet_key) as other, pytest.raises(NotFound):
+        with Client(served.base_url, served.restricted_key) as other, pytest.raises(NotFound):
             other.job(job.id)
         with pytest.raises(BadRequest) as info:
             client.submit(["ftp://x/"], idempotency_key="client-bad")
@@ -105,6 +108,24 @@ def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: SyncUpst
         assert info.value.message == (
             "1 of 1 targets are invalid: [0] Only http and https URLs can be fetched, not ftp:."
         )
+
+
+def test_a_refused_batch_is_refused_at_submit(served: Served, upstream: SyncUpstream) -> None:
+    """A restricted caller's loopback target: the BadRequest (422) of the submission names
+    it; no job is stored, nothing is fetched."""
+    url = f"{upstream.base_url}/refused"
+    with Client(served.base_url, served.restricted_key) as client:
+        with pytest.raises(BadRequest) as info:
+            client.submit([url], idempotency_key="client-restricted")
+        assert type(info.value) is BadRequest
+        assert info.value.message == (
+            f"1 of 1 targets are refused before any fetch: [0] {url}: blocked_address (its "
+            "host, address or port is outside this caller's egress policy)"
+        )
+        assert info.value.hint.startswith("This caller may only reach public addresses")
+        assert info.value.hint.endswith(" and submit again; nothing was stored.")
+        assert client.request("GET", "/v1/batch")["items"] == []
+    assert upstream.hits["/refused"] == 0
 
 
 def test_cancel(served: Served, upstream: SyncUpstream) -> None:

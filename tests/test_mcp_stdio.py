@@ -234,11 +234,20 @@ async def test_no_flags_is_restricted_and_refused_loopback(tmp_path: Path) -> No
         async with mcp_stdio(tmp_path) as session:
             err = error_of(await call(session, "fetch", {"url": up.url("/p")}))
             assert err["code"] == "blocked_address"
-            # A batch target is refused the same way: the job fails, nothing is fetched.
-            job = (await call(session, "batch_submit", {"urls": [up.url("/p")]})).structured_content
-            assert job is not None
-            view = await wait_finished(session, job["id"])
-            assert (view["status"], view["counts"]["failed"]) == ("failed", 1)
+            # A batch of it is refused at submit, naming the URL (nothing stored or fetched);
+            # a crawl's start URL alike.
+            url = up.url("/p")
+            job = error_of(await call(session, "batch_submit", {"urls": [url]}))
+            assert (job["code"], job["message"]) == (
+                "invalid_request",
+                f"1 of 1 targets are refused before any fetch: [0] {url}: blocked_address (its "
+                "host, address or port is outside this caller's egress policy)",
+            )
+            crawl = error_of(await call(session, "crawl", {"url": url}))
+            assert crawl["message"] == (
+                f"the start URL is refused before any fetch: {url}: blocked_address (its "
+                "host, address or port is outside this caller's egress policy)"
+            )
         assert up.hits["/p"] == 0
 
 

@@ -100,7 +100,7 @@ class Fetcher:
     ) -> None:
         self.user_agent = user_agent
         self.guard = EgressGuard(extra_public_cidrs=extra_public_cidrs, own_addresses=own_addresses)
-        self._resolver: Resolver = LayeredResolver(
+        self._resolver = LayeredResolver(
             static_hosts or {}, resolver if resolver is not None else SystemResolver()
         )
         self._pools = Pools(
@@ -149,6 +149,19 @@ class Fetcher:
         target = validate_url(url, policy)
         if target.ip is not None:
             self.guard.vet([target.ip], target.port, policy)
+        return target
+
+    def check_without_dns(self, url: str, policy: FetchPolicy) -> Target:
+        """Every refusal this fetcher would make before asking DNS: ``check_url`` and, for a
+        name ``[egress.resolve]`` maps, its mapped addresses vetted as ``vetted_addresses``
+        would vet them. What passes may still be refused once DNS answers (or a redirect
+        leads elsewhere); what fails here is refused by every fetch of ``url`` under
+        ``policy``. Submissions call it to refuse such URLs before storing a job."""
+        target = self.check_url(url, policy)
+        if target.ip is None:
+            mapped = self._resolver.static_answer(target.host)
+            if mapped is not None:
+                self.guard.vet(mapped, target.port, policy)
         return target
 
     async def vetted_addresses(self, target: Target, policy: FetchPolicy) -> list[str]:

@@ -94,6 +94,11 @@ class LayeredResolver:
         self._static = _static_table(static_hosts, "egress.resolve")
         self._fallback = fallback
 
+    def static_answer(self, host: str) -> list[str] | None:
+        """The addresses ``[egress.resolve]`` maps ``host`` to, or None (a DNS name)."""
+        addresses = self._static.get(normalize_name(host))
+        return None if addresses is None else list(addresses)
+
     async def resolve(self, host: str, port: int) -> list[str]:
         addresses = self._static.get(normalize_name(host))
         if addresses is not None:
