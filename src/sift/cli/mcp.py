@@ -1,7 +1,10 @@
 """The ``sift mcp`` subcommand (``sift.cli.build_parser`` registers it with ``add_mcp_parser``).
 
 The server itself is ``sift.mcp.stdio``, imported only when the command runs (the MCP SDK
-is not needed for anything else the CLI does)."""
+is not needed for anything else the CLI does). Whatever stops it from starting — a bad
+flag (``tell_usage_errors``), a bad config, an unknown ``--key``, a busy data directory —
+is said on standard error *and* answered to the client's first request
+(``sift.mcp.refusal``), so an MCP client shows it instead of "Connection closed"."""
 
 from __future__ import annotations
 
@@ -9,11 +12,18 @@ import argparse
 import asyncio
 import logging
 import os
+from typing import TYPE_CHECKING, NoReturn
 
 from sift import datadir
 from sift.assembly import settings_for
 from sift.cli.args import add_settings_args
 from sift.config import CALLER_CLASSES
+from sift.errors import SiftError
+
+if TYPE_CHECKING:
+    from sift.config import Settings
+    from sift.datadir import DataDirLock
+    from sift.principal import Principal
 
 
 def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,10 +56,49 @@ def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "address (cloud metadata included). Only for an agent you trust with your network",
     )
     p.set_defaults(func=cmd_mcp)
+    tell_usage_errors(p)
+
+
+def tell_usage_errors(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser``'s usage errors reach the MCP client too: argparse prints them on
+    standard error and exits; first the client's ``initialize`` gets them as its error.
+    ``sift.cli.main`` also calls it on the top-level parser for a ``sift mcp`` command line
+    (an unknown flag is reported by the top-level parser)."""
+    shown = parser.error
+
+    def error(message: str) -> NoReturn:
+        from sift.mcp.refusal import tell_client
+
+        tell_client(f"sift mcp could not start: {message} (`sift mcp --help` lists its flags)")
+        shown(message)
+
+    parser.error = error  # type: ignore[method-assign]
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from sift.mcp.stdio import STDIO_CALLER, principal_for_key, serve_stdio
+    from sift.mcp.stdio import serve_stdio
+
+    try:
+        settings, principal, lock = _start(args)
+    except SiftError as exc:
+        from sift.mcp.refusal import tell_client
+
+        tell_client(
+            f"sift mcp could not start: {exc.message} (hint: {exc.hint})", exc.to_dict()["error"]
+        )
+        raise  # sift.cli.main says it on standard error and picks the exit status
+    try:
+        # Standard output carries the protocol: anything else goes to standard error.
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+        asyncio.run(serve_stdio(settings, principal))
+    finally:
+        lock.release()
+    return 0
+
+
+def _start(args: argparse.Namespace) -> tuple[Settings, Principal, DataDirLock]:
+    """What ``sift mcp`` needs before it serves: settings, who it runs as, the lock."""
+    from sift.mcp.stdio import STDIO_CALLER, principal_for_key
     from sift.principal import OPERATOR, Principal
 
     settings = settings_for(args)
@@ -66,10 +115,4 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         advice="let the agent use that server's /mcp endpoint (docs/mcp.md), or give "
         "sift mcp its own --data-dir",
     )
-    try:
-        # Standard output carries the protocol: anything else goes to standard error.
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
-        asyncio.run(serve_stdio(settings, principal))
-    finally:
-        lock.release()
-    return 0
+    return settings, principal, lock
