@@ -62,6 +62,7 @@ async def assemble(
     metrics: Metrics | None = None,
     store: bool = False,
     principals: Mapping[str, Principal] | None = None,
+    reconcile: bool = True,
 ) -> AsyncIterator[Parts]:
     """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
 
@@ -70,7 +71,9 @@ async def assemble(
     ``build_fetcher``), ``render_pool`` (default ``build_render_pool``; ``start_pool=False``
     leaves it to start on first use), ``browser`` (default ``build_browser``; none with
     ``with_browser=False``). ``store=True`` opens the batch store; ``principals`` (who
-    may own jobs the runner runs) also builds the runner and ``BatchJobs``.
+    may own jobs the runner runs) also builds the runner and ``BatchJobs``, after the
+    restart reconciliation — unless ``reconcile=False``: the live jobs were handed over
+    by the previous owner of the data directory, to be run, not failed (``sift mcp``).
     """
     from sift.dcache import AsyncDB
     from sift.service import Service
@@ -102,7 +105,7 @@ async def assemble(
         parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
         if principals is not None:
             assert batch_store is not None
-            parts = await _with_jobs(parts, batch_store, principals, stack)
+            parts = await _with_jobs(parts, batch_store, principals, stack, reconcile)
         yield parts
 
 
@@ -119,6 +122,7 @@ async def _with_jobs(
     store: BatchStore,
     principals: Mapping[str, Principal],
     stack: AsyncExitStack,
+    reconcile_first: bool,
 ) -> Parts:
     """``parts`` with the runner (not started; stopped on exit) and ``BatchJobs``, after
     failing the jobs a previous run left in flight in a store no other node shares."""
@@ -129,7 +133,7 @@ async def _with_jobs(
     from sift.batch.runner import reconcile
 
     settings = parts.settings
-    if not store.shared:
+    if reconcile_first and not store.shared:
         await reconcile(store, int(time.time()))
     runner = make_runner(settings, store, parts.service, principals=principals)
     stack.push_async_callback(runner.stop, settings.batch.shutdown_grace_s)

@@ -35,6 +35,13 @@ class BatchSettings:
         default=10.0,
         metadata=doc("On SIGTERM/SIGINT, how long running targets may finish before sift exits."),
     )
+    mcp_finish_s: float = field(
+        default=900.0,
+        metadata=doc(
+            "When sift mcp's input closes with batch or crawl jobs unfinished, how long a "
+            "background sift may go on running them (0: not at all; they end interrupted)."
+        ),
+    )
     sweep_interval_s: float = field(default=60.0, metadata=doc("How often expired jobs are swept."))
     max_request_bytes: int = field(
         default=16 << 20,
@@ -62,3 +69,5 @@ def check_batch(batch: BatchSettings, where: str) -> None:
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")
+    if batch.mcp_finish_s < 0:
+        raise ConfigError(f"{where}: batch.mcp_finish_s: must be 0 or more")
