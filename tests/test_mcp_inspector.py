@@ -226,9 +226,15 @@ def test_inspector_over_stdio(inspector: Path, upstream: SyncUpstream, tmp_path:
         job = submitted["structuredContent"]
         assert set(job) == {*JOB_KEYS, "created"}
         assert (job["created"], job["targets_total"]) == (True, 1)
-        status = ok(insp.call("batch_status", {"id": job["id"]}))["structuredContent"]
+        # The Inspector exits right after the call: the job is handed to a finisher, or to
+        # the next `sift mcp` — never failed as "sift restarted" (issue 21, item 10).
+        for _ in range(20):  # each poll is a whole Inspector run and a new `sift mcp`
+            status = ok(insp.call("batch_status", {"id": job["id"]}))["structuredContent"]
+            if status["status"] not in ("queued", "running"):
+                break
         assert set(status) == JOB_KEYS
         assert (status["id"], status["targets_total"]) == (job["id"], 1)
+        assert (status["status"], status["error"], status["targets_done"]) == ("done", "", 1)
         page = ok(insp.call("batch_results", {"id": job["id"]}))["structuredContent"]
         assert (page["id"], page["next_offset"], [i["url"] for i in page["items"]]) == (
             job["id"],
