@@ -49,6 +49,7 @@ from typing import Final
 from sift import datadir
 from sift.config import Settings
 from sift.datadir import DataDirLock, Owner
+from sift.errors import ConfigError
 from sift.store import BatchStore
 
 FINISHER_COMMAND: Final = "mcp (finishing jobs)"
@@ -232,7 +233,7 @@ class StopRequest:
 
 def run_finisher(settings: Settings, spec: str) -> int:
     """``sift mcp --finish-jobs LOCK_FD:WAIT_FD``: see the module docstring."""
-    lock_fd, wait_fd = (int(part) for part in spec.split(":"))
+    lock_fd, wait_fd = _descriptors(spec, Path(settings.data_dir))
     # First: record this process as the owner, so a new sift mcp knows whom to ask.
     lock = DataDirLock.adopt(lock_fd, settings.data_dir, FINISHER_COMMAND)
     stop = StopRequest()
@@ -251,6 +252,19 @@ def run_finisher(settings: Settings, spec: str) -> int:
     finally:
         lock.release()
     return 0
+
+
+def _descriptors(spec: str, data_dir: Path) -> tuple[int, int]:
+    """``LOCK_FD:WAIT_FD``, checked: the first must be the data directory's lock file (this
+    flag is internal; a wrong descriptor would have its file overwritten)."""
+    try:
+        lock_fd, wait_fd = (int(part) for part in spec.split(":"))
+        held, lock_file = os.fstat(lock_fd), os.stat(data_dir / datadir.LOCK_FILE)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"--finish-jobs {spec}: {exc}") from exc
+    if (held.st_dev, held.st_ino) != (lock_file.st_dev, lock_file.st_ino):
+        raise ConfigError(f"--finish-jobs {spec}: not {data_dir / datadir.LOCK_FILE}")
+    return lock_fd, wait_fd
 
 
 def _read_until_parent_exits(fd: int) -> list[str]:
