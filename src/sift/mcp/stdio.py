@@ -74,7 +74,7 @@ async def serve_stdio(
 
     principals = {principal.name: principal}
     if resumed is not None:
-        principals.setdefault(OPERATOR.name, OPERATOR)  # a handed-over job may be its
+        principals.setdefault(OPERATOR.name, OPERATOR)  # a handed-over job may be the operator's
     async with assemble(settings, principals=principals, reconcile=resumed is None) as parts:
         assert parts.runner is not None and parts.jobs is not None and parts.store is not None
         jobs = set(await requeue(parts.store, resumed or (), int(time.time())))
