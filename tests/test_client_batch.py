@@ -8,6 +8,7 @@ Every URL is an IP literal: the server process uses the system resolver.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,15 @@ import pytest
 
 from servehelpers import SIFT, Served, free_port, sift_serve
 from sift.client import AsyncClient, BatchItem, Client, Envelope, JobView
-from sift.errors import BadRequest, Blocked, ConnectFailed, NotFound, SiftError
+from sift.errors import (
+    BadRequest,
+    ConnectFailed,
+    NotFound,
+    SiftError,
+    SiftTimeout,
+    SiftUnavailable,
+    UpstreamError,
+)
 from syncupstream import SyncUpstream, serve_pages
 
 PAGES = {
@@ -79,15 +88,19 @@ def test_submit_wait_results(served: Served, upstream: SyncUpstream) -> None:
 
 
 def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: SyncUpstream) -> None:
-    with Client(served.base_url, served.restricted_key) as client:
-        job = client.submit([f"{upstream.base_url}/p0"], idempotency_key="client-restricted")
+    target = f"http://127.0.0.1:{free_port()}/"  # a closed port: the target fails
+    with Client(served.base_url, served.fleet_key) as client:
+        job = client.submit([target], idempotency_key="client-target-error")
         job.wait(poll_s=0.05)
         (item,) = list(job.results())
         assert item.status == "failed" and item.result is None
-        assert type(item.error) is Blocked
-        assert item.error.code == "blocked_address"
+        assert type(item.error) is ConnectFailed
+        assert (
+            item.error.message
+            == f"{target} could not be fetched: sift could not connect to its host."
+        )
         # Another caller's job is as missing as an unknown one.
-        with Client(served.base_url, served.fleet_key) as other, pytest.raises(NotFound):
+        with Client(served.base_url, served.restricted_key) as other, pytest.raises(NotFound):
             other.job(job.id)
         with pytest.raises(BadRequest) as info:
             client.submit(["ftp://x/"], idempotency_key="client-bad")
@@ -95,6 +108,24 @@ def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: SyncUpst
         assert info.value.message == (
             "1 of 1 targets are invalid: [0] Only http and https URLs can be fetched, not ftp:."
         )
+
+
+def test_a_refused_batch_is_refused_at_submit(served: Served, upstream: SyncUpstream) -> None:
+    """A restricted caller's loopback target: the BadRequest (422) of the submission names
+    it; no job is stored, nothing is fetched."""
+    url = f"{upstream.base_url}/refused"
+    with Client(served.base_url, served.restricted_key) as client:
+        with pytest.raises(BadRequest) as info:
+            client.submit([url], idempotency_key="client-restricted")
+        assert type(info.value) is BadRequest
+        assert info.value.message == (
+            f"1 of 1 targets are refused before any fetch: [0] {url}: blocked_address (its "
+            "host, address or port is outside this caller's egress policy)"
+        )
+        assert info.value.hint.startswith("This caller may only reach public addresses")
+        assert info.value.hint.endswith(" and submit again; nothing was stored.")
+        assert client.request("GET", "/v1/batch")["items"] == []
+    assert upstream.hits["/refused"] == 0
 
 
 def test_cancel(served: Served, upstream: SyncUpstream) -> None:
@@ -113,11 +144,66 @@ def test_cancel(served: Served, upstream: SyncUpstream) -> None:
         assert errors[0] is not None and errors[0].to_dict()["error"]["code"] == "cancelled"
 
 
-def test_unreachable_server_raises_connect_failed() -> None:
-    with Client(f"http://127.0.0.1:{free_port()}", "k") as client:
-        with pytest.raises(ConnectFailed) as info:
+def closed_port() -> int:
+    """A port nothing listens on: bound, then closed (free_port), so a connect is refused."""
+    return free_port()
+
+
+def test_sift_down_is_sift_unavailable_not_an_upstream_error() -> None:
+    base = f"http://127.0.0.1:{closed_port()}"
+    with Client(base, "k") as client, pytest.raises(SiftUnavailable) as info:
+        client.fetch("http://127.0.0.1/")
+    exc = info.value
+    assert type(exc) is SiftUnavailable and not isinstance(exc, UpstreamError)
+    assert exc.code == "sift_unavailable"
+    assert exc.message.startswith(f"cannot reach sift at {base} (ConnectError: ")
+    assert exc.message.endswith(
+        "; sift itself is down or unreachable, the target site was never asked"
+    )
+    assert exc.hint.startswith("sift itself is not reachable: check that `sift serve` runs")
+
+
+async def test_sift_down_is_sift_unavailable_async() -> None:
+    base = f"http://127.0.0.1:{closed_port()}"
+    async with AsyncClient(base, "k") as client:
+        with pytest.raises(SiftUnavailable) as info:
+            await client.submit(["http://127.0.0.1/"], idempotency_key="k")
+    assert type(info.value) is SiftUnavailable
+    assert info.value.message.startswith(f"cannot reach sift at {base} (ConnectError: ")
+
+
+def test_target_down_is_the_upstream_error_sift_reports(served: Served) -> None:
+    """sift is up, the target site's port is closed: sift's own ConnectFailed, an
+    UpstreamError, never SiftUnavailable."""
+    target = f"http://127.0.0.1:{closed_port()}/"
+    with Client(served.base_url, served.fleet_key) as client, pytest.raises(UpstreamError) as info:
+        client.fetch(target)
+    exc = info.value
+    assert type(exc) is ConnectFailed and not isinstance(exc, SiftUnavailable)
+    assert exc.message == f"{target} could not be fetched: sift could not connect to its host."
+
+
+def test_sift_silent_is_sift_timeout() -> None:
+    """A listener that accepts connections (the kernel's backlog) but never answers."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        base = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with Client(base, "k", timeout_s=0.5) as client, pytest.raises(SiftTimeout) as info:
             client.fetch("http://127.0.0.1/")
-        assert info.value.hint == "Check that `sift serve` is running at that address."
+    assert isinstance(info.value, SiftUnavailable) and info.value.code == "sift_timeout"
+    assert info.value.message.startswith(f"sift at {base} did not answer in time (ReadTimeout)")
+
+
+def test_an_answer_that_is_not_sifts_is_sift_unavailable(upstream: SyncUpstream) -> None:
+    """An HTTP server that is not sift (a proxy's error page): 501 in HTML, no error object."""
+    with Client(upstream.base_url, "k") as client, pytest.raises(SiftUnavailable) as info:
+        client.fetch("http://127.0.0.1/")
+    assert type(info.value) is SiftUnavailable
+    assert info.value.message == (
+        f"sift at {upstream.base_url} is not answering: HTTP 501 came back without sift's "
+        "error object (a proxy in front of a stopped sift, or not sift)"
+    )
 
 
 async def test_async_job(served: Served, upstream: SyncUpstream) -> None:

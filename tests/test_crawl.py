@@ -13,7 +13,7 @@ from aiohttp import web
 from batchrig import INDEXER, Rig, batch_rig
 from crawlsite import Site, crawl_site
 from sift.crawl.submit import submit_crawl
-from sift.errors import BadRequest, Blocked, InvalidUrl
+from sift.errors import BadRequest, InvalidUrl
 from sift.jsonio import loads
 from upstream import Upstream
 
@@ -214,15 +214,13 @@ async def test_bad_requests_are_refused_whole_and_nothing_is_stored(
         )
         with pytest.raises(InvalidUrl):
             await submit_crawl(rig.jobs, rig.service, INDEXER, "k", {"url": "gopher://x/"}, 0)
-        with pytest.raises(Blocked):  # resolves to 127.0.0.1: refused, as /v1/fetch would
-            await submit_crawl(
-                rig.jobs,
-                rig.service,
-                INDEXER,
-                "k",
-                {"url": f"http://canary.site.test:{site.canary_port}/"},
-                0,
-            )
+        canary = f"http://canary.site.test:{site.canary_port}/"
+        with pytest.raises(BadRequest) as refused:  # [egress.resolve] maps it to 127.0.0.1
+            await submit_crawl(rig.jobs, rig.service, INDEXER, "k", {"url": canary}, 0)
+        assert refused.value.message == (
+            f"the start URL is refused before any fetch: {canary}: blocked_address (its "
+            "host, address or port is outside this caller's egress policy)"
+        )
         assert await submit() == 0
         assert site.canary.accepted() == 0
         assert json.dumps(site.main.hits) == "{}"

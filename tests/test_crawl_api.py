@@ -57,17 +57,28 @@ async def test_crawl_and_map_over_http(tmp_path: Path) -> None:
             assert message.startswith("invalid crawl request: unknown field x (known: ")
             assert "; exclude[0]: '[z-a]' is not a valid glob: " in message
             assert message.endswith("; max_depth: expected an integer from 0 to 100")
+            url = "ftp://site.test/"
+            r = await client.post(
+                "/v1/crawl", json={"url": url}, headers={"Idempotency-Key": "bad"}
+            )
+            fetched = await client.post("/v1/fetch", json={"url": url})
+            assert (r.status_code, r.json()["error"]["code"]) == (422, "invalid_url")
+            assert r.json() == fetched.json()  # exactly /v1/fetch's answer
+            # A start URL the policy refuses without DNS ([egress.resolve] maps the name to
+            # loopback): 422 naming it, for a crawl and a map alike; /v1/fetch says 403.
             canary = f"http://canary.site.test:{site.canary_port}/"
-            for url, status, code in [
-                (canary, 403, "blocked_address"),
-                ("ftp://site.test/", 422, "invalid_url"),
-            ]:
-                r = await client.post(
-                    "/v1/crawl", json={"url": url}, headers={"Idempotency-Key": "bad"}
+            for route in ("/v1/crawl", "/v1/map"):
+                r = await client.post(route, json={"url": canary}, headers={"Idempotency-Key": "b"})
+                assert (r.status_code, r.json()["error"]["code"]) == (422, "invalid_request")
+                assert r.json()["error"]["message"] == (
+                    f"the start URL is refused before any fetch: {canary}: blocked_address "
+                    "(its host, address or port is outside this caller's egress policy)"
                 )
-                fetched = await client.post("/v1/fetch", json={"url": url})
-                assert (r.status_code, r.json()["error"]["code"]) == (status, code)
-                assert r.json() == fetched.json()  # exactly /v1/fetch's answer
+            fetched = await client.post("/v1/fetch", json={"url": canary})
+            assert (fetched.status_code, fetched.json()["error"]["code"]) == (
+                403,
+                "blocked_address",
+            )
             assert site.canary.accepted() == 0
             # A crawl: 202 with the job; the same key again is the same job (200).
             r = await client.post(

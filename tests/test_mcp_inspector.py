@@ -43,6 +43,8 @@ CONTENT = "# Heading\n\nA paragraph long enough to be the main content of this s
 JOB_KEYS = {"id", "status", "error", "targets_total", "targets_done", "counts", "expires_at"}
 # The Inspector's exit status for a call that worked but whose result is a tool error.
 TOOL_IS_ERROR = 5
+# Its exit status when the server refused the credentials (it then says why).
+AUTH_REQUIRED = 3
 # A loaded 2-core machine can take longer than the Inspector's 15 s default to start a
 # `sift mcp` (Python, the MCP SDK) and answer initialize.
 _WAIT = ("--connect-timeout", "90000")
@@ -98,18 +100,20 @@ class Inspector:
     target: list[str]
     home: Path
 
-    def run(self, *method: str) -> Outcome:
-        env = {
+    def _env(self) -> dict[str, str]:
+        return {
             **os.environ,
             "MCP_CATALOG_PATH": str(self.home / "catalog.json"),
             "MCP_CLIENT_CONFIG_PATH": str(self.home / "client.json"),
         }
+
+    def run(self, *method: str) -> Outcome:
         proc = subprocess.run(
             [str(self.bin), "--cli", "--format", "json", "-q", *_WAIT, *method, *self.target],
             capture_output=True,
             text=True,
             timeout=120,
-            env=env,
+            env=self._env(),
             stdin=subprocess.DEVNULL,
         )
         try:
@@ -120,6 +124,20 @@ class Inspector:
                 f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}"
             ) from exc
         return Outcome(proc.returncode, result, proc.stderr)
+
+    def fail(self, *method: str) -> tuple[int, dict[str, Any]]:
+        """A run that cannot connect: its exit status and the error object it prints."""
+        proc = subprocess.run(
+            [str(self.bin), "--cli", "--format", "json", "-q", *_WAIT, *method, *self.target],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.stdout == "", proc.stdout
+        error: dict[str, Any] = json.loads(proc.stderr)["error"]
+        return proc.returncode, error
 
     def call(self, tool: str, args: dict[str, Any]) -> Outcome:
         return self.run(
@@ -208,9 +226,15 @@ def test_inspector_over_stdio(inspector: Path, upstream: SyncUpstream, tmp_path:
         job = submitted["structuredContent"]
         assert set(job) == {*JOB_KEYS, "created"}
         assert (job["created"], job["targets_total"]) == (True, 1)
-        status = ok(insp.call("batch_status", {"id": job["id"]}))["structuredContent"]
+        # The Inspector exits right after the call: the job is handed to a finisher, or to
+        # the next `sift mcp` — never failed as "sift restarted" (issue 21, item 10).
+        for _ in range(20):  # each poll is a whole Inspector run and a new `sift mcp`
+            status = ok(insp.call("batch_status", {"id": job["id"]}))["structuredContent"]
+            if status["status"] not in ("queued", "running"):
+                break
         assert set(status) == JOB_KEYS
         assert (status["id"], status["targets_total"]) == (job["id"], 1)
+        assert (status["status"], status["error"], status["targets_done"]) == ("done", "", 1)
         page = ok(insp.call("batch_results", {"id": job["id"]}))["structuredContent"]
         assert (page["id"], page["next_offset"], [i["url"] for i in page["items"]]) == (
             job["id"],
@@ -274,3 +298,61 @@ def test_inspector_over_http(
     assert refused["code"] == "blocked_address"
     assert "fleet key" in refused["hint"]
     assert upstream.hits["/page"] == 1  # the batch job was served the page fetch cached
+
+
+def test_a_wrong_or_missing_key_shows_sifts_message_not_an_oauth_sign_in(
+    inspector: Path, served: Served, tmp_path: Path
+) -> None:
+    """A 401 sends the Inspector (like the TypeScript SDK) into an OAuth sign-in ("Interactive
+    OAuth requires a TTY…"); /mcp answers 403 with sift's error object, which it shows."""
+    target = ["--server-url", f"{served.base_url}/mcp", "--transport", "http"]
+    wrong = Inspector(inspector, [*target, "--header", "Authorization: Bearer wrong"], tmp_path)
+    missing = Inspector(inspector, target, tmp_path)
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda i: i.fail("--method", "tools/list"), [wrong, missing]))
+    for (returncode, error), message in zip(
+        runs, ["unknown key", "missing Authorization header"], strict=True
+    ):
+        assert returncode == AUTH_REQUIRED
+        assert (error["code"], error["status"]) == ("auth_required", 403)
+        body = error["message"].removeprefix("Error POSTing to endpoint: ")
+        assert json.loads(body)["error"] == {
+            "code": "unauthorized",
+            "message": message,
+            "hint": "Send 'Authorization: Bearer <key>' with a key the operator issued. "
+            "sift's /mcp has no OAuth sign-in: configure the key in the MCP client as the "
+            "header 'Authorization: Bearer <key>'.",
+        }
+
+
+def test_why_sift_mcp_cannot_start_reaches_the_client(inspector: Path, tmp_path: Path) -> None:
+    """A bad flag, or a key no caller has: the Inspector (quiet: it shows no server stderr)
+    says sift's reason, not "Connection closed"."""
+    cfg, _fleet, _restricted = write_config(tmp_path)
+    server = [*SIFT, "mcp", "--config", str(cfg), "--data-dir", str(tmp_path / "data")]
+    runs = [
+        Inspector(inspector, ["--", *server, "--bogus"], tmp_path),
+        Inspector(inspector, ["--", *server, "--class", "admin"], tmp_path),
+        Inspector(inspector, ["--", *server, "--key", "nope"], tmp_path),
+    ]
+    with ThreadPoolExecutor(len(runs)) as pool:
+        failed = list(pool.map(lambda i: i.fail("--method", "tools/list"), runs))
+    assert [code for code, _ in failed] == [1, 1, 1]
+    assert [error for _, error in failed] == [
+        {
+            "code": "error",
+            "message": "sift mcp could not start: unrecognized arguments: --bogus "
+            "(`sift mcp --help` lists its flags)",
+        },
+        {
+            "code": "error",
+            "message": "sift mcp could not start: argument --class: invalid choice: 'admin' "
+            "(choose from 'fleet', 'restricted') (`sift mcp --help` lists its flags)",
+        },
+        {
+            "code": "error",
+            "message": "sift mcp could not start: --key: no caller with this key is configured "
+            "(hint: Pass a key issued with `sift keys add` for this config, or use --class "
+            "instead of --key.)",
+        },
+    ]

@@ -9,6 +9,9 @@ class's guard.
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import os
 import re
 import subprocess
 import sys
@@ -19,10 +22,12 @@ from typing import Any
 
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from mcphelpers import call, error_of, texts
 from servehelpers import SIFT, write_config
 from sift.config import Settings
+from sift.mcp.refusal import tell_client
 from sift.mcp.stdio import principal_for_key
 from sift.principal import Principal
 from upstream import Upstream
@@ -234,11 +239,20 @@ async def test_no_flags_is_restricted_and_refused_loopback(tmp_path: Path) -> No
         async with mcp_stdio(tmp_path) as session:
             err = error_of(await call(session, "fetch", {"url": up.url("/p")}))
             assert err["code"] == "blocked_address"
-            # A batch target is refused the same way: the job fails, nothing is fetched.
-            job = (await call(session, "batch_submit", {"urls": [up.url("/p")]})).structured_content
-            assert job is not None
-            view = await wait_finished(session, job["id"])
-            assert (view["status"], view["counts"]["failed"]) == ("failed", 1)
+            # A batch of it is refused at submit, naming the URL (nothing stored or fetched);
+            # a crawl's start URL alike.
+            url = up.url("/p")
+            job = error_of(await call(session, "batch_submit", {"urls": [url]}))
+            assert (job["code"], job["message"]) == (
+                "invalid_request",
+                f"1 of 1 targets are refused before any fetch: [0] {url}: blocked_address (its "
+                "host, address or port is outside this caller's egress policy)",
+            )
+            crawl = error_of(await call(session, "crawl", {"url": url}))
+            assert crawl["message"] == (
+                f"the start URL is refused before any fetch: {url}: blocked_address (its "
+                "host, address or port is outside this caller's egress policy)"
+            )
         assert up.hits["/p"] == 0
 
 
@@ -263,3 +277,58 @@ def test_operator_is_exclusive_with_key_and_class(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "argument --class: not allowed with argument --operator" in proc.stderr
+
+
+async def test_why_it_cannot_start_is_the_answer_to_initialize(tmp_path: Path) -> None:
+    """A key no caller has: the SDK's initialize raises sift's reason (and its error object
+    as data), not a bare "Connection closed"; standard error says it too."""
+    cfg, _fleet, _restricted = write_config(tmp_path)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[*SIFT[1:], "mcp", "--config", str(cfg), "--data-dir", str(tmp_path), "--key", "nope"],
+    )
+    with open(tmp_path / "stderr.log", "w") as errlog:  # noqa: ASYNC230 (local, tiny)
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            with pytest.raises(MCPError) as info:
+                await session.initialize()
+    hint = (
+        "Pass a key issued with `sift keys add` for this config, or use --class instead of --key."
+    )
+    assert (info.value.code, info.value.message) == (
+        -32603,
+        f"sift mcp could not start: --key: no caller with this key is configured (hint: {hint})",
+    )
+    assert info.value.data == {
+        "code": "unauthorized",
+        "message": "--key: no caller with this key is configured",
+        "hint": hint,
+    }
+    assert (tmp_path / "stderr.log").read_text() == (
+        f"sift: --key: no caller with this key is configured\nhint: {hint}\n"
+    )
+
+
+def test_the_refusal_answers_the_first_request_and_waits_for_nothing_else() -> None:
+    """A notification first (no id: never answered), then the request: answered by id. A
+    client that sends nothing gets nothing once ``wait_s`` is over."""
+    read_fd, write_fd = os.pipe()
+    out_read, out_write = os.pipe()
+    with (
+        os.fdopen(read_fd, "rb", buffering=0) as stdin,
+        os.fdopen(write_fd, "wb", buffering=0) as client,
+        os.fdopen(out_write, "wb") as stdout,
+        os.fdopen(out_read, "rb") as answers,
+    ):
+        client.write(b'{"jsonrpc":"2.0","method":"notifications/x"}\n{"jsonrpc":"2.0",')
+        client.write(b'"id":"a1","method":"initialize","params":{}}\n')
+        assert tell_client("why", {"code": "c"}, stdin=stdin, stdout=stdout) is True
+        stdout.close()
+        assert json.loads(answers.read()) == {
+            "jsonrpc": "2.0",
+            "id": "a1",
+            "error": {"code": -32603, "message": "why", "data": {"code": "c"}},
+        }
+        assert tell_client("why", stdin=stdin, stdout=io.BytesIO(), wait_s=0.05) is False

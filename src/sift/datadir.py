@@ -115,6 +115,22 @@ class DataDirLock:
         lock._write(lock.owner)
         return lock
 
+    @classmethod
+    def adopt(cls, fd: int, data_dir: str | os.PathLike[str], command: str) -> DataDirLock:
+        """The lock held through ``fd``, a descriptor of the lock file inherited from the
+        process that took it (the lock belongs to the open file, so it stays held while
+        either process keeps it open): this process is recorded as its owner, as
+        ``command``. How ``sift mcp`` hands its data directory to the process that
+        finishes its jobs, with no moment in which another process could take it."""
+        lock = cls(fd, Path(data_dir), Owner(os.getpid(), command))
+        lock._write(lock.owner)
+        return lock
+
+    def fileno(self) -> int:
+        """The lock file's descriptor (a child given it holds the lock too, see ``adopt``)."""
+        assert self._fd is not None, "released"
+        return self._fd
+
     def announce(self, listen: str) -> None:
         """Record the address this server is bound to (call once the port is bound)."""
         self.owner = Owner(self.owner.pid, self.owner.command, listen, self.owner.config)

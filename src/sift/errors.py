@@ -32,6 +32,8 @@ code (a test keeps the two in step).
     │   └── RenderTimeout      (504 render_timeout)
     ├── Blocked                (403 blocked_address)
     │   └── RobotsDisallowed   (403 robots_disallowed)
+    ├── SiftUnavailable        (503 sift_unavailable)  the Python client cannot reach sift itself
+    │   └── SiftTimeout        (504 sift_timeout)      … or sift did not answer in time
     └── UpstreamError          (502 upstream_error)
         ├── DnsFailure         (502 dns_failure)
         ├── ConnectFailed      (502 connect_failed)
@@ -304,6 +306,32 @@ class UpstreamTimeout(UpstreamError):
     status = 504
     default_hint = (
         "The upstream was too slow; retry later or raise timeout_s within your class limit."
+    )
+
+
+class SiftUnavailable(SiftError):
+    """Raised by the Python client (``sift.client``), never answered by sift: sift itself
+    could not be reached (connection refused or reset, its host did not resolve) or the
+    address answered without sift's error object (a proxy in front of a stopped sift).
+    Distinct from ``UpstreamError``, which is sift reporting that the *target site* failed."""
+
+    code = "sift_unavailable"
+    status = 503
+    default_hint = (
+        "sift itself is not reachable: check that `sift serve` runs at that address and that "
+        "this machine can reach it. The target site was never asked."
+    )
+
+
+class SiftTimeout(SiftUnavailable):
+    """The Python client's deadline (``timeout_s``) passed before sift answered."""
+
+    code = "sift_timeout"
+    status = 504
+    default_hint = (
+        "sift did not answer within the client's timeout_s: it may be down or overloaded, or "
+        "the request takes longer (a slow page, engine=browser); retry, or pass a larger "
+        "timeout_s to the client."
     )
 
 

@@ -65,6 +65,7 @@ async def assemble(
     principals: Mapping[str, Principal] | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    reconcile: bool = True,
 ) -> AsyncIterator[Parts]:
     """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
 
@@ -73,8 +74,11 @@ async def assemble(
     ``build_fetcher``), ``render_pool`` (default ``build_render_pool``; ``start_pool=False``
     leaves it to start on first use), ``browser`` (default ``build_browser``; none with
     ``with_browser=False``). ``store=True`` opens the batch store; ``principals`` (who
-    may own jobs the runner runs) also builds the runner and ``BatchJobs``. ``clock`` (unix
-    seconds) and ``sleep`` reach the service and the runner: tests pass a fake pair.
+    may own jobs the runner runs) also builds the runner and ``BatchJobs``, after the
+    restart reconciliation — unless ``reconcile=False``: the live jobs were handed over by
+    the previous owner of the data directory, to be run, not failed (``sift mcp``).
+    ``clock`` (unix seconds) and ``sleep`` reach the service and the runner: tests pass a
+    fake pair.
     """
     from sift.dcache import AsyncDB
     from sift.service import Service
@@ -110,7 +114,7 @@ async def assemble(
         parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
         if principals is not None:
             assert batch_store is not None
-            parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep)
+            parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep, reconcile)
         yield parts
 
 
@@ -129,6 +133,7 @@ async def _with_jobs(
     stack: AsyncExitStack,
     clock: Callable[[], float],
     sleep: Callable[[float], Awaitable[None]],
+    reconcile_first: bool,
 ) -> Parts:
     """``parts`` with the runner (not started; stopped on exit) and ``BatchJobs``, after
     failing the jobs a previous run left in flight in a store no other node shares."""
@@ -139,7 +144,7 @@ async def _with_jobs(
     from sift.batch.runner import reconcile
 
     settings = parts.settings
-    if not store.shared:
+    if reconcile_first and not store.shared:
         await reconcile(store, int(clock()))
     runner = make_runner(
         settings, store, parts.service, principals=principals, clock=clock, sleep=sleep

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 from sift.batch.runner import Runner
-from sift.batch.submit import parse_submission
+from sift.batch.submit import egress_check, parse_submission
 from sift.config import Settings
 from sift.errors import BadRequest, NotFound
 from sift.principal import Principal
@@ -43,10 +43,12 @@ class BatchJobs:
         """Validate ``body`` and create a job, or find the live one with this key.
 
         Returns ``(status view, created)``. Raises ``RequestTooLarge`` (too many targets),
-        ``BadRequest`` (bad targets, listed), ``QuotaExceeded`` / ``ServiceBusy`` (quotas).
+        ``BadRequest`` (bad targets and targets the caller's egress policy refuses without
+        DNS, listed), ``QuotaExceeded`` / ``ServiceBusy`` (quotas).
         """
         limits = self.settings.classes.get(principal.caller_class)
-        targets = parse_submission(body, principal, limits)
+        check = egress_check(self.runner.service, principal)
+        targets = parse_submission(body, principal, limits, check)
         job = BatchJob(
             id=secrets.token_hex(12),
             caller=principal.name,

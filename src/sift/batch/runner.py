@@ -189,6 +189,11 @@ class Runner:
         when = int(self._clock()) if now is None else now
         return await self._store.sweep_batch(when, self.settings.batch.ttl_s)
 
+    @property
+    def service(self) -> Service:
+        """The service this runner fetches through (submissions check URLs against it)."""
+        return self._service
+
     # -- metrics ------------------------------------------------------------------------------
 
     @property

@@ -6,6 +6,14 @@ targets than the class allows, ``BadRequest`` for any bad target, listing the ba
 and why (at most ``MAX_LISTED_PROBLEMS`` of them). Nothing is fetched or stored for a bad
 submission.
 
+Refused early: a target the caller's egress policy refuses before any DNS lookup (an IP
+literal in a range the policy may not reach, however it is spelled — ``127.1``,
+``2130706433``, ``0x7f.0.0.1``, ``[::ffff:127.0.0.1]`` —, a port it may not use, a local
+name, a name ``[egress.resolve]`` maps to such an address) is such a bad target: every fetch
+of it would be refused, so the job is not stored to fail target by target. The decision is
+the fetcher's own (``Fetcher.check_without_dns``, which applies ``fetch.egress``), handed in
+as ``check`` by ``egress_check``; names that need DNS are judged when fetched, as before.
+
 Storing it is the store's ``submit_job`` (``sift.store``): the idempotency lookup, the quota
 counts and the insert happen as one step, so two concurrent submissions with one key cannot
 both create a job.
@@ -15,17 +23,28 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from sift.config import ClassSettings
-from sift.errors import BadRequest, RequestTooLarge, SiftError
+from sift.errors import BadRequest, Blocked, RequestTooLarge, SiftError
+from sift.fetch import Target
 from sift.fetch.url import validate_url
 from sift.options import apply_class, parse_options
 from sift.principal import Principal
 from sift.store.base import NewTarget
 
+if TYPE_CHECKING:
+    from sift.service import Service
+
 MAX_LISTED_PROBLEMS: Final = 50
+# How much of a refused URL a refusal quotes (a URL may be 8 KiB long).
+MAX_QUOTED_URL_CHARS: Final = 200
+REFUSED_WHY: Final = (
+    "blocked_address (its host, address or port is outside this caller's egress policy)"
+)
+# A check that raises for a URL the caller's policy refuses without DNS (see egress_check).
+UrlCheck = Callable[[str], Target]
 MAX_IDEM_KEY_CHARS: Final = 255
 # Printable ASCII (space included, but not at either end: HTTP trims header values).
 _IDEM_KEY_RE: Final = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
@@ -53,8 +72,27 @@ def _options_json(options: Mapping[str, Any]) -> str:
     return json.dumps(options, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def parse_submission(data: Any, principal: Principal, limits: ClassSettings) -> list[NewTarget]:
-    """Validate a submission body for ``principal`` (class ``limits``); see the module doc."""
+def egress_check(service: Service, principal: Principal) -> UrlCheck:
+    """The check a submission of ``principal`` runs on each URL: the fetcher's refusals
+    without DNS under the policy a fetch of theirs would run under (``Blocked``)."""
+    limits = service.settings.classes.get(principal.caller_class)
+    policy = service.policy_for(principal, limits.timeout_s)
+    fetcher = service.fetcher
+    return lambda url: fetcher.check_without_dns(url, policy)
+
+
+def refused_entry(url: str) -> str:
+    """How a refusal lists one URL the policy refuses: the URL (cut) and why."""
+    shown = url if len(url) <= MAX_QUOTED_URL_CHARS else url[:MAX_QUOTED_URL_CHARS] + "…"
+    return f"{shown}: {REFUSED_WHY}"
+
+
+def parse_submission(
+    data: Any, principal: Principal, limits: ClassSettings, check: UrlCheck | None = None
+) -> list[NewTarget]:
+    """Validate a submission body for ``principal`` (class ``limits``); see the module doc.
+    ``check`` (``egress_check``) refuses the URLs the caller's policy refuses without DNS;
+    without it only the URL rules apply."""
     if not isinstance(data, dict):
         raise BadRequest(
             "request body must be a JSON object",
@@ -88,21 +126,44 @@ def parse_submission(data: Any, principal: Principal, limits: ClassSettings) -> 
     defaults_json = _options_json(defaults)
     out: list[NewTarget] = []
     problems: list[str] = []
+    refused: Blocked | None = None
     for idx, item in enumerate(targets):
         try:
-            out.append(_parse_target(item, defaults, defaults_json, principal, limits))
+            out.append(_parse_target(item, defaults, defaults_json, principal, limits, check))
+        except _Refused as exc:
+            refused = exc.blocked
+            problems.append(f"[{idx}] {refused_entry(exc.url)}")
         except SiftError as exc:
             problems.append(f"[{idx}] {exc.message}")
     if problems:
-        listed = "; ".join(problems[:MAX_LISTED_PROBLEMS])
-        more = len(problems) - MAX_LISTED_PROBLEMS
-        tail = f"; and {more} more" if more > 0 else ""
-        raise BadRequest(
-            f"{len(problems)} of {len(targets)} targets are invalid: {listed}{tail}",
+        raise _bad_targets(problems, len(targets), refused)
+    return out
+
+
+class _Refused(Exception):
+    """A target the egress check refused (carried out of ``_parse_target`` with its URL)."""
+
+    def __init__(self, url: str, blocked: Blocked) -> None:
+        super().__init__(url)
+        self.url = url
+        self.blocked = blocked
+
+
+def _bad_targets(problems: list[str], total: int, refused: Blocked | None) -> BadRequest:
+    listed = "; ".join(problems[:MAX_LISTED_PROBLEMS])
+    more = len(problems) - MAX_LISTED_PROBLEMS
+    tail = f"; and {more} more" if more > 0 else ""
+    if refused is None:
+        return BadRequest(
+            f"{len(problems)} of {total} targets are invalid: {listed}{tail}",
             hint="Fix or remove the listed targets (by index) and submit again; "
             "nothing was stored.",
         )
-    return out
+    return BadRequest(
+        f"{len(problems)} of {total} targets are refused before any fetch: {listed}{tail}",
+        hint=f"{refused.hint} Remove or fix the listed targets (by index) and submit again; "
+        "nothing was stored.",
+    )
 
 
 def _parse_target(
@@ -111,6 +172,7 @@ def _parse_target(
     defaults_json: str,
     principal: Principal,
     limits: ClassSettings,
+    check: UrlCheck | None,
 ) -> NewTarget:
     if isinstance(item, str):
         merged, options_json = {**defaults, "url": item}, defaults_json
@@ -131,6 +193,12 @@ def _parse_target(
     else:
         raise BadRequest("expected a URL string or an object {url, options}")
     opts = parse_options(merged)
-    validate_url(opts.url)
+    if check is None:
+        validate_url(opts.url)
+    else:
+        try:
+            check(opts.url)
+        except Blocked as exc:
+            raise _Refused(opts.url, exc) from exc
     apply_class(opts, principal.caller_class, limits)
     return NewTarget(opts.url, options_json)

@@ -22,7 +22,7 @@ from sift.cli.crawl import add_crawl_parsers
 from sift.cli.exits import EXIT_CONFIG
 from sift.cli.fetch import add_fetch_parser
 from sift.cli.keys import add_keys_parser
-from sift.cli.mcp import add_mcp_parser
+from sift.cli.mcp import add_mcp_parser, tell_usage_errors
 from sift.cli.serve import add_serve_parser
 from sift.cli.stats import add_stats_parser
 from sift.errors import ConfigError, SiftError, StoreError
@@ -43,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if given[:1] == ["mcp"]:
+        tell_usage_errors(parser)  # an MCP client hears a bad flag too, not only stderr
+    args = parser.parse_args(given)
     as_json = bool(getattr(args, "json", False))
     try:
         code: int = args.func(args)

@@ -13,8 +13,18 @@
 
 Errors raise the same classes the server uses, rebuilt from the error object, so
 ``except sift.errors.BlockedAddress`` … ``except Blocked`` works remotely as in-process; a
-batch target's error is the same kind of exception object, in ``BatchItem.error``. Failing
-to reach sift at all raises ``ConnectFailed`` (or ``UpstreamTimeout``), never an httpx error.
+batch target's error is the same kind of exception object, in ``BatchItem.error``.
+
+Two kinds of failure never get mixed up:
+
+- **sift itself is down**: ``SiftUnavailable`` (connection refused or reset, sift's host
+  did not resolve, an answer without sift's error object — a proxy in front of a stopped
+  sift) and its subclass ``SiftTimeout`` (no answer within ``timeout_s``). Never an httpx
+  error, never an ``UpstreamError``.
+- **the target site is down**: sift answered, and reports it with an ``UpstreamError``
+  (``ConnectFailed``, ``DnsFailure``, ``UpstreamTimeout``, …: "<url> could not be fetched:
+  …"; "the upstream" in a message is the target site). A failed batch target carries such
+  an error in ``BatchItem.error``.
 
 The package: ``wire`` (the answers' models and rebuilt errors), ``core`` (each call built and
 read once), ``sync`` (``Client``, ``Job``) and ``aio`` (``AsyncClient``, ``AsyncJob``), the

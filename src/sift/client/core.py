@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from sift.client.wire import BatchItem, Envelope, JobView, Progress, error_from_response
-from sift.errors import ConnectFailed, SiftError, UpstreamError, UpstreamTimeout
+from sift.errors import SiftError, SiftTimeout, SiftUnavailable
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_POLL_S: Final = 0.5
@@ -51,31 +51,49 @@ def auth_headers(key: str | None) -> dict[str, str]:
 
 def raise_for(response: httpx.Response) -> Any:
     """The decoded JSON body of a successful answer; the server's error rebuilt and raised
-    otherwise (``Retry-After`` kept on it)."""
+    otherwise (``Retry-After`` kept on it). An answer that is not sift's (no JSON, no error
+    object: a proxy in front of a stopped sift) raises ``SiftUnavailable``."""
     try:
         body = response.json()
     except ValueError:
         body = None
+    where = _origin(response)
     if response.status_code >= 400:
+        err = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(err, dict):
+            raise SiftUnavailable(
+                f"sift at {where} is not answering: HTTP {response.status_code} came back "
+                "without sift's error object (a proxy in front of a stopped sift, or not sift)"
+            )
         exc = error_from_response(response.status_code, body)
         if "retry-after" in response.headers:
             exc.headers["Retry-After"] = response.headers["retry-after"]
         raise exc
     if body is None:
-        raise UpstreamError(f"sift answered HTTP {response.status_code} without a JSON body")
+        raise SiftUnavailable(
+            f"sift at {where} answered HTTP {response.status_code} without a JSON body "
+            "(is that address sift?)"
+        )
     return body
 
 
+def _origin(response: httpx.Response) -> str:
+    url = response.request.url
+    return f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
+
+
 def transport_error(base_url: str, exc: httpx.TransportError) -> SiftError:
-    """The sift error an httpx transport failure stands for (raised ``from`` it)."""
-    if isinstance(exc, httpx.TimeoutException):
-        return UpstreamTimeout(
-            f"sift at {base_url} did not answer in time ({type(exc).__name__})",
-            hint="Retry later, or pass a larger timeout_s to the client.",
+    """The client-side error an httpx transport failure stands for (raised ``from`` it):
+    ``SiftTimeout`` when sift did not answer in time, ``SiftUnavailable`` when it could not
+    be reached at all. Never an ``UpstreamError``: those are sift's reports on the target."""
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        return SiftTimeout(
+            f"sift at {base_url} did not answer in time ({type(exc).__name__}); the target "
+            "site's own errors come back from sift as upstream_* errors instead"
         )
-    return ConnectFailed(
-        f"cannot reach sift at {base_url}: {exc or type(exc).__name__}",
-        hint="Check that `sift serve` is running at that address.",
+    return SiftUnavailable(
+        f"cannot reach sift at {base_url} ({type(exc).__name__}: {exc or 'no detail'}); "
+        "sift itself is down or unreachable, the target site was never asked"
     )
 
 

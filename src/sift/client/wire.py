@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
-from sift.errors import SiftError, UpstreamError, all_error_classes
+from sift.errors import SiftError, SiftUnavailable, all_error_classes
 
 _BY_CODE: dict[str, type[SiftError]] = {cls.code: cls for cls in all_error_classes()}
 _CODE_RE: Final = re.compile(r"[a-z][a-z_]{0,62}")
@@ -127,5 +127,8 @@ def error_from_response(status: int, body: Any) -> SiftError:
     """Rebuild the server's exception from its ``{"error": {...}}`` body."""
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict):
-        return UpstreamError(f"sift answered HTTP {status} without an error object")
+        return SiftUnavailable(
+            f"HTTP {status} came back without sift's error object (a proxy in front of a "
+            "stopped sift, or not sift)"
+        )
     return error_from_object(err)

@@ -38,6 +38,13 @@ class BatchSettings:
             "sift cuts them off and exits (a second Ctrl-C: at once)."
         ),
     )
+    mcp_finish_s: float = field(
+        default=900.0,
+        metadata=doc(
+            "When sift mcp's input closes with batch or crawl jobs unfinished, how long a "
+            "background sift may go on running them (0: not at all; they end interrupted)."
+        ),
+    )
     sweep_interval_s: float = field(default=60.0, metadata=doc("How often expired jobs are swept."))
     max_request_bytes: int = field(
         default=16 << 20,
@@ -65,3 +72,5 @@ def check_batch(batch: BatchSettings, where: str) -> None:
     for fname in ("concurrency", "per_host", "live_jobs_total", "ttl_s"):
         if getattr(batch, fname) < 1:
             raise ConfigError(f"{where}: batch.{fname}: must be at least 1")
+    if batch.mcp_finish_s < 0:
+        raise ConfigError(f"{where}: batch.mcp_finish_s: must be 0 or more")

@@ -3,7 +3,9 @@
 A crawl is stored as a batch job of kind ``crawl`` with one target (the start URL, depth 0)
 and its parameters; the same ``submit_job`` as a batch stores it, so the Idempotency-Key
 replay rules and the quotas are the batch's. Nothing is stored when the body is bad or the
-start URL is invalid or refused.
+start URL is invalid or refused. A start URL the caller's egress policy refuses without
+DNS is refused like such a batch target (422 ``invalid_request`` naming it, see
+``sift.batch.submit``); one refused once DNS answers gets ``/v1/fetch``'s answer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from dataclasses import replace
 from typing import Any
 
 from sift.batch.jobs import BatchJobs
+from sift.batch.submit import refused_entry
 from sift.crawl.spec import CrawlSpec, parse_crawl
+from sift.errors import BadRequest, Blocked
 from sift.fetch import Target
 from sift.principal import Principal
 from sift.service import Service
@@ -21,11 +25,19 @@ from sift.store import BatchJob, NewTarget
 
 
 async def check_start(service: Service, principal: Principal, url: str) -> Target:
-    """The start URL normalised, or the error ``/v1/fetch`` answers for it: ``InvalidUrl``,
-    ``Blocked`` (port, local name, literal or resolved address), ``DnsFailure``."""
+    """The start URL normalised, or why not: ``BadRequest`` (422) naming it when the
+    caller's egress policy refuses it without DNS (port, local name, IP literal, a name
+    ``[egress.resolve]`` maps); otherwise the error ``/v1/fetch`` answers for it:
+    ``InvalidUrl``, ``Blocked`` (the resolved address), ``DnsFailure``."""
     limits = service.settings.classes.get(principal.caller_class)
     policy = service.policy_for(principal, limits.timeout_s)
-    target = service.fetcher.check_url(url, policy)
+    try:
+        target = service.fetcher.check_without_dns(url, policy)
+    except Blocked as exc:
+        raise BadRequest(
+            f"the start URL is refused before any fetch: {refused_entry(url)}",
+            hint=f"{exc.hint} Nothing was stored.",
+        ) from exc
     await service.fetcher.vetted_addresses(target, policy)
     return target
 

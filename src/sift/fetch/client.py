@@ -160,6 +160,19 @@ class Fetcher:
             self.guard.vet([target.ip], target.port, policy)
         return target
 
+    def check_without_dns(self, url: str, policy: FetchPolicy) -> Target:
+        """Every refusal this fetcher would make before asking DNS: ``check_url`` and, for a
+        name ``[egress.resolve]`` maps, its mapped addresses vetted as ``vetted_addresses``
+        would vet them. What passes may still be refused once DNS answers (or a redirect
+        leads elsewhere); what fails here is refused by every fetch of ``url`` under
+        ``policy``. Submissions call it to refuse such URLs before storing a job."""
+        target = self.check_url(url, policy)
+        if target.ip is None:
+            mapped = self.lookups.static_answer(target.host)
+            if mapped is not None:
+                self.guard.vet(mapped, target.port, policy)
+        return target
+
     async def vetted_addresses(self, target: Target, policy: FetchPolicy) -> list[str]:
         """Resolve ``target``'s host once and vet every answer: the IP literals a connection
         for ``policy`` may be opened to, in order. Raises ``Blocked`` if any answer is refused

@@ -197,6 +197,11 @@ class Lookups:
         self._slots: dict[str, _Slots] = {}
         self._queries: set[asyncio.Task[list[str]]] = set()
 
+    def static_answer(self, host: str) -> list[str] | None:
+        """The addresses ``[egress.resolve]`` maps ``host`` to, or None (a DNS name)."""
+        addresses = self._static.get(normalize_name(host))
+        return None if addresses is None else list(addresses)
+
     def in_flight(self, caller: str) -> int:
         """Lookups ``caller`` has running now (for tests and metrics)."""
         slots = self._slots.get(caller)

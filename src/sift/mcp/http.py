@@ -2,9 +2,10 @@
 
 Every HTTP request is authenticated exactly as ``/v1/fetch`` is (``api.auth.authenticate``:
 the same keys, the same classes, the anonymous restricted caller when no keys are
-configured); a refused one gets the usual 401 error envelope and never reaches the MCP
-layer. The caller is left in the ASGI scope, where the tool handler finds it through the
-request the SDK attaches to each message.
+configured); a refused one gets sift's error envelope with status 403 (``key_refusal``: a
+401 would start an OAuth sign-in in MCP clients) and never reaches the MCP layer. The
+caller is left in the ASGI scope, where the tool handler finds it through the request the
+SDK attaches to each message.
 
 The transport is stateless with JSON responses: each POST is served on its own, so no MCP
 session state is kept between requests (nothing to hijack or exhaust), and tools, which
@@ -29,6 +30,7 @@ from fastapi import FastAPI
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
@@ -43,6 +45,8 @@ from sift.principal import Principal
 
 PRINCIPAL_KEY: Final = "sift.principal"
 MCP_PATH: Final = "/mcp"
+# A missing or unknown key on /mcp (see key_refusal: a 401 starts OAuth in MCP clients).
+KEY_REFUSED_STATUS: Final = 403
 
 
 def principal_from_request(ctx: ServerRequestContext[Any, Any]) -> Principal:
@@ -85,9 +89,7 @@ class McpHttp:
         try:
             principal = authenticate(self._keys, Headers(scope=scope).get("authorization"))
         except SiftError as exc:
-            response = error_response(exc)
-            response.headers["WWW-Authenticate"] = "Bearer"
-            await response(scope, receive, send)
+            await key_refusal(exc)(scope, receive, send)
             return
         scope[PRINCIPAL_KEY] = principal
         scope[OBSERVE_KEY] = {
@@ -97,6 +99,26 @@ class McpHttp:
             "host": "-",
         }
         await self.manager.handle_request(scope, receive, send)
+
+
+def key_refusal(exc: SiftError) -> Response:
+    """The answer to a request on ``/mcp`` without a valid key: sift's error object (its
+    ``unauthorized`` code and message, e.g. "unknown key") with status ``403``, not 401.
+
+    MCP clients read a 401 as "start OAuth": the TypeScript SDK and the MCP Inspector start
+    an OAuth sign-in on any 401 from the endpoint (``WWW-Authenticate`` or not) and show
+    their own "Interactive OAuth requires a TTY…" or a browser sign-in instead of sift's
+    message. sift offers no OAuth (its ``/.well-known/oauth-*`` paths are 404): its keys are
+    configured as a header in the client, so the refusal is a plain 403 that clients report
+    with its body. ``/v1`` keeps 401 (no client there starts OAuth)."""
+    refusal = Unauthorized(
+        exc.message,
+        hint=f"{exc.hint} sift's /mcp has no OAuth sign-in: configure the key in the MCP "
+        "client as the header 'Authorization: Bearer <key>'.",
+    )
+    response = error_response(refusal)
+    response.status_code = KEY_REFUSED_STATUS
+    return response
 
 
 def install_mcp(
