@@ -39,10 +39,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import resource
 import socket
 import struct
+import sys
+import termios
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -66,6 +69,7 @@ LINGER_BYTES: Final = 64 << 10  # ... and how much of it, before closing regardl
 FD_RESERVE: Final = 256  # descriptors kept for the database, render pipes, upstream pools
 _DEFAULT: Final = ListenerSettings()
 _RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
+_INT: Final = bytes(4)  # the buffer an ioctl answering an int fills
 
 BODY_HINT: Final = (
     "Send the request body right after its head, without pauses; sift closes a body that "
@@ -212,10 +216,23 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def servers_turn(self) -> bool:
         """The client is waiting for sift: reading is paused (a handler has not taken the
-        body read so far, or the request is queued behind another) or ``100 Continue`` is
-        not sent yet."""
+        body read so far, or the request is queued behind another), ``100 Continue`` is not
+        sent yet, or what the client sent is still unread in the kernel (a busy event loop
+        has not got to it: under load a fresh connection's whole request can wait there)."""
         cycle: RequestResponseCycle | None = self.cycle
-        return self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue)
+        if self.flow.read_paused or (cycle is not None and cycle.waiting_for_100_continue):
+            return True
+        return self._unread_bytes() > 0
+
+    def _unread_bytes(self) -> int:
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return 0
+        try:
+            answer = fcntl.ioctl(sock.fileno(), termios.FIONREAD, _INT)
+        except (OSError, ValueError):  # closed meanwhile
+            return 0
+        return int.from_bytes(answer, sys.byteorder)
 
     def _arm(self, delay: float) -> None:
         """Have the deadline timer fire within ``delay`` seconds."""

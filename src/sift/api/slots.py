@@ -18,17 +18,23 @@ It is behind by ``now - key``, and the smallest key goes:
   filled; ``blocked`` holds these, oldest first.
 
 A connection the server itself keeps waiting (its request queued behind another, its body
-unread by a busy handler, its ``100 Continue`` not sent yet) is no candidate: it is not
-behind, sift is. A request being handled is never one either.
+unread by a busy handler, its ``100 Continue`` not sent yet, its bytes still unread in the
+kernel because the event loop is busy) is no candidate: it is not behind, sift is. Under a
+flood of new connections that last case is what keeps a victim's fresh connection, whose
+whole request already waits in the kernel, from looking like an idle one. A request being
+handled is never a candidate either. Only the ``HEADS_LOOKED_AT`` oldest waits are examined
+per eviction, so the cost stays bounded when many are unread.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from itertools import islice
 from typing import Generic, Literal, Protocol, TypeVar
 
 Phase = Literal["head", "body", "write"]
+HEADS_LOOKED_AT = 8  # the oldest waits examined per eviction (each may cost a syscall)
 
 
 class Slot(Protocol):
@@ -69,7 +75,14 @@ class Slots(Generic[C]):
         """The connection furthest behind schedule (never ``newcomer``) and its phase, or
         ``None`` if every connection is on schedule or served."""
         best: tuple[float, C, Phase] | None = None
-        head = next((c for c in self.waiting if c is not newcomer and c.waiting_for_head()), None)
+        head = next(
+            (
+                c
+                for c in islice(self.waiting, HEADS_LOOKED_AT)
+                if c is not newcomer and c.waiting_for_head() and not c.servers_turn()
+            ),
+            None,
+        )
         if head is not None:
             best = (head.head_since, head, "head")
         body = self._slowest_body()
