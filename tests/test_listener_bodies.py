@@ -30,6 +30,8 @@ from servehelpers import Served, sift_serve, write_config
 TRICKLE_S = 0.25  # an attacker sends one byte this often ...
 DECLARED = 10_000  # ... of a body this long: the stall would last 2,500 s
 GIVE_UP_S = 45.0  # the attack counts as unbounded if the server has not ended it by then
+SLOWER = "the request body arrives slower than 1024 bytes/s (more than 5 s behind)"
+STALLED = "the request body stalled: nothing arrived for 2 s"
 
 
 @pytest.fixture(scope="module")
@@ -97,51 +99,58 @@ class Trickle:
 
 
 @pytest.mark.timeout(90)
-def test_trickled_bodies_are_evicted_for_a_victim_then_closed_by_their_deadline(
+def test_slow_bodies_are_evicted_for_a_victim_then_closed_by_their_deadline(
     small: Served,
 ) -> None:
-    """Eight keyed clients trickle a 10,000-byte body at 4 bytes/s into a server with eight
-    slots. A ninth client's request succeeds at once: the slowest trickler (the first) is
-    evicted for it. The other seven are closed by the body deadline (5 s behind 1 KiB/s),
-    long before their 2,500 s stall would end. Before the fix the victim got 503 and the
-    tricklers held their slots until they stopped."""
+    """Eight keyed clients hold the eight slots with a 10,000-byte body they do not send. A
+    ninth client's request succeeds at once: the connection furthest behind (the first) is
+    evicted for it. The other seven, trickling 4 bytes/s, are closed by a body deadline long
+    before their 2,500 s stall would end. Before the fix the victim got 503 and they held
+    their slots until they stopped."""
     attackers = []
     try:
         for _ in range(8):
             sock = connect(small)
             attackers.append(sock)
             sock.sendall(_post_head(small.fleet_key, expect=True))
-            # The handler reads the body: the body's clock runs from here.
+            # The handler reads the body: the body's clock runs from here, and sift has read
+            # everything this client sent (nothing waits unread in the kernel).
             assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
-            sock.sendall(b"{")
-        trickle = Trickle(attackers)
         victim = httpx.get(f"{small.base_url}/healthz", timeout=30)
         assert (victim.status_code, victim.json()["ok"]) == (200, True)
+        trickle = Trickle(attackers)
         trickle.join()
-        assert trickle.closed == [True] * 8  # every trickler was ended by the server
+        assert trickle.closed == [True] * 8  # every one was ended by the server
         _, evicted = assert_refusal(
             trickle.received[0], "503 Service Unavailable", "too_many_connections"
         )
         assert evicted["message"] == "sift holds its limit of 8 connections"
+        assert "furthest behind" in evicted["hint"]
         for raw in trickle.received[1:]:
             _, error = assert_refusal(raw, "408 Request Timeout", "request_timeout")
-            assert error["message"] == (
-                "the request body arrives slower than 1024 bytes/s (more than 5 s behind)"
-            )
+            assert error["message"] in (SLOWER, STALLED)
     finally:
         for sock in attackers:
             sock.close()
     httpx.get(f"{small.base_url}/healthz", timeout=30).raise_for_status()
 
 
-def test_a_body_that_stops_is_closed_after_the_idle_timeout(small: Served) -> None:
-    """Part of a keyed body, then silence: 408 after 2 s without a byte (before the fix the
-    connection stayed open as long as the client kept it, 75 s+ in the report)."""
-    with connect(small) as sock:
-        sock.sendall(_post_head(small.fleet_key, expect=False) + b'{"url": "http://127.0')
-        _, error = assert_refusal(read_all(sock), "408 Request Timeout", "request_timeout")
-        assert error["message"] == "the request body stalled: nothing arrived for 2 s"
-        assert "listener.body_idle_timeout_s" in error["hint"]
+def test_a_body_that_stops_or_trickles_is_closed_by_its_deadline(small: Served) -> None:
+    """Two keyed bodies at once. One stops after a few bytes: 408 once 2 s pass without a
+    byte (before the fix it stayed open as long as the client kept it, 75 s+ in the report).
+    The other sends a byte every 0.25 s, so it never goes silent for 2 s, but it falls 5 s
+    behind 1 KiB/s five seconds in: 408, long before the 2,500 s its body would take."""
+    with connect(small) as stops, connect(small) as trickles:
+        stops.sendall(_post_head(small.fleet_key, expect=False) + b'{"url": "http://127.0')
+        trickles.sendall(_post_head(small.fleet_key, expect=False) + b"{")
+        trickle = Trickle([trickles])
+        _, stalled = assert_refusal(read_all(stops), "408 Request Timeout", "request_timeout")
+        assert stalled["message"] == STALLED
+        assert "listener.body_idle_timeout_s" in stalled["hint"]
+        trickle.join()
+        assert trickle.closed == [True]
+        _, behind = assert_refusal(trickle.received[0], "408 Request Timeout", "request_timeout")
+        assert behind["message"] == SLOWER
 
 
 def test_an_answer_before_the_body_ends_the_connection(small: Served) -> None:
