@@ -253,7 +253,7 @@ async def test_snapshot_gone_and_offset_out_of_range(
 
 
 async def in_flight(client: httpx.AsyncClient) -> float:
-    text = (await client.get("/metrics")).text
+    text = (await client.get("/metrics", headers=auth(FLEET_KEY))).text
     return float(
         next(ln for ln in text.splitlines() if ln.startswith("sift_requests_in_flight ")).split()[1]
     )
@@ -314,7 +314,7 @@ async def test_eviction_under_a_tiny_budget(tmp_path: Path, upstream: Upstream) 
         for i in range(8):
             r = await fetch(client, FLEET_KEY, url=url(upstream, f"/r{i}"))
             assert r.status_code == 200
-        metrics = (await client.get("/metrics")).text
+        metrics = (await client.get("/metrics", headers=auth(FLEET_KEY))).text
     bytes_line = next(ln for ln in metrics.splitlines() if ln.startswith("sift_cache_bytes "))
     evictions = next(ln for ln in metrics.splitlines() if ln.startswith("sift_cache_evictions "))
     assert float(bytes_line.split()[1]) <= budget
@@ -389,7 +389,7 @@ async def test_bad_requests(sift: httpx.AsyncClient) -> None:
 async def test_metrics_and_docs(sift: httpx.AsyncClient, upstream: Upstream) -> None:
     await fetch(sift, FLEET_KEY, url=url(upstream, "/article"))
     await fetch(sift, FLEET_KEY, url=url(upstream, "/article"))
-    text = (await sift.get("/metrics")).text
+    text = (await sift.get("/metrics", headers=auth(FLEET_KEY))).text
     assert 'sift_requests_total{caller_class="fleet",route="/v1/fetch",status="200"} 2.0' in text
     assert 'sift_cache_total{result="hit"} 1.0' in text
     assert 'sift_cache_total{result="miss"} 1.0' in text

@@ -139,7 +139,7 @@ async def test_js_page_by_engine(sift: httpx.AsyncClient, upstream: Upstream) ->
 
     health = (await sift.get("/healthz")).json()
     assert health["browser"] == "ready"
-    metrics = (await sift.get("/metrics")).text
+    metrics = (await sift.get("/metrics", headers=auth(FLEET_KEY))).text
     assert 'sift_browser_pages_total{result="ok"} 1.0' in metrics
 
 

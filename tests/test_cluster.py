@@ -137,7 +137,9 @@ async def until(pred: Any, timeout_s: float = 30) -> None:
 
 
 def metric(node: Served, name: str) -> float:
-    text = httpx.get(f"{node.base_url}/metrics").text
+    text = httpx.get(
+        f"{node.base_url}/metrics", headers={"Authorization": f"Bearer {node.fleet_key}"}
+    ).text
     m = re.search(rf"^{name} ([0-9.e+]+)$", text, flags=re.M)
     return float(m.group(1)) if m else 0.0
 

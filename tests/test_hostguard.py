@@ -47,7 +47,7 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory, upstream: SyncUpstream) 
     cfg.write_text(
         f"[classes.restricted]\nextra_ports = [{port}]\n"
         '[egress]\nextra_public_cidrs = ["127.0.0.1/32"]\n'
-        '[listener]\nallowed_origins = ["https://tool.example"]\n'
+        '[listener]\nallowed_origins = ["https://tool.example"]\nallowed_hosts = ["sift.lan"]\n'
     )
     with sift_serve(tmp, config=(cfg, "", "")) as served:
         yield served
@@ -190,4 +190,83 @@ def test_stateless_mcp_refuses_streams_and_sessions(keyed: Served, method: str) 
     assert r.json()["error"]["code"] == "method_not_allowed"
     assert r.json()["error"]["message"] == (
         f"{method} /mcp: sift's MCP endpoint is stateless and takes POST only"
+    )
+
+
+@pytest.mark.parametrize(
+    ("site", "method", "path"),
+    [
+        ("cross-site", "GET", "/v1/fetch"),  # <img src="http://localhost:8080/v1/fetch?url=…">
+        ("cross-site", "POST", "/v1/fetch"),
+        ("same-site", "GET", "/v1/fetch"),  # a page on another loopback port, no Origin
+        ("cross-site", "GET", "/"),  # not a navigation (a script or an image): refused too
+    ],
+)
+def test_anonymous_refuses_a_cross_site_request_without_origin(
+    anonymous: Served, upstream: SyncUpstream, site: str, method: str, path: str
+) -> None:
+    """Issue 24 finding 10: a browser sends no Origin on a cross-site GET, so the Host and
+    Origin checks let any web page drive a loopback sift blind; Sec-Fetch-Site tells."""
+    before = upstream.hits["/page"]
+    url = f"{upstream.base_url}/page"
+    r = httpx.request(
+        method,
+        f"{anonymous.base_url}{path}",
+        headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors"},
+        json={"url": url} if method == "POST" else None,
+        params={"url": url} if path == "/v1/fetch" and method == "GET" else None,
+        timeout=30,
+    )
+    _assert_refused(r, "origin_not_allowed")
+    assert r.json()["error"]["message"] == (
+        f"{site} requests are refused in anonymous mode (Sec-Fetch-Site: {site}, no allowed Origin)"
+    )
+    assert "listener.allowed_origins" in r.json()["error"]["hint"]
+    assert upstream.hits["/page"] == before
+
+
+def test_anonymous_console_keeps_working(anonymous: Served, upstream: SyncUpstream) -> None:
+    """The console's own requests are same-origin; a typed address is "none"; a link from
+    another site may open the console page (a navigation) but not call the API."""
+    base, port = anonymous.base_url, _port(anonymous)
+    url = f"{upstream.base_url}/page"
+    own = {"Sec-Fetch-Site": "same-origin", "Origin": f"http://127.0.0.1:{port}"}
+    fetched = httpx.post(f"{base}/v1/fetch", json={"url": url}, headers=own, timeout=30)
+    assert (fetched.status_code, fetched.json()["content"]) == (200, "Only for loopback pages.")
+    typed = httpx.get(f"{base}/", headers={"Sec-Fetch-Site": "none"}, timeout=30)
+    assert typed.status_code == 200
+    linked = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+    assert httpx.get(f"{base}/", headers=linked, timeout=30).status_code == 200
+    assert httpx.get(f"{base}/docs", headers=linked, timeout=30).status_code == 200
+    navigated = httpx.get(f"{base}/v1/fetch", params={"url": url}, headers=linked, timeout=30)
+    _assert_refused(navigated, "origin_not_allowed")
+    # A dev server on another loopback port (same-site, with its allowed Origin) and a
+    # listed origin calling cross-site are served, as before.
+    dev = {"Sec-Fetch-Site": "same-site", "Origin": "http://localhost:3000"}
+    assert httpx.get(f"{base}/healthz", headers=dev, timeout=30).status_code == 200
+    tool = {"Sec-Fetch-Site": "cross-site", "Origin": "https://tool.example"}
+    assert httpx.get(f"{base}/healthz", headers=tool, timeout=30).status_code == 200
+
+
+def test_anonymous_console_under_an_allowed_host_name(anonymous: Served) -> None:
+    """The console served as http://sift.lan (listener.allowed_hosts) sends its own Origin,
+    which is neither loopback nor listed: it is the request's own, so it is served; another
+    page under that name's site is not."""
+    port = _port(anonymous)
+    headers = {"Host": f"sift.lan:{port}", "Sec-Fetch-Site": "same-origin"}
+    own = httpx.get(
+        f"{anonymous.base_url}/healthz",
+        headers={**headers, "Origin": f"http://sift.lan:{port}"},
+        timeout=30,
+    )
+    assert own.status_code == 200
+    other = httpx.get(
+        f"{anonymous.base_url}/healthz",
+        headers={**headers, "Origin": "http://wiki.sift.lan", "Sec-Fetch-Site": "same-site"},
+        timeout=30,
+    )
+    _assert_refused(other, "origin_not_allowed")
+    assert (
+        other.json()["error"]["message"]
+        == "requests from origin 'http://wiki.sift.lan' are refused"
     )

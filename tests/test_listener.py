@@ -1,5 +1,7 @@
 """sift's own listener against a real `sift serve`: head deadline, head size cap, connection limit.
 
+(Request bodies, unread responses and eviction by schedule: tests/test_listener_bodies.py.)
+
 Every attack here froze or locked out the stock uvicorn/httptools listener: half-open
 connections were held forever (and counted against any connection limit), and one huge
 header was joined by quadratic bytes concatenation on the event loop. Raw sockets on
@@ -8,55 +10,21 @@ header was joined by quadratic bytes concatenation on the event loop. Raw socket
 
 from __future__ import annotations
 
-import json
 import os
 import resource
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from rawsock import assert_refusal, connect, read_all
 from servehelpers import Served, sift_serve, write_config
 from sift.api.listener import FD_RESERVE, effective_max_connections
 from sift.config import load_settings
 from sift.errors import ConfigError
 
 PARTIAL_HEAD = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "
-
-
-def _connect(served: Served) -> socket.socket:
-    host, port = served.base_url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=30)
-    return sock
-
-
-def _read_all(sock: socket.socket) -> bytes:
-    """Everything the server sends until it closes the connection."""
-    chunks = []
-    while chunk := sock.recv(65536):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _parse(raw: bytes) -> tuple[str, dict[str, str], dict[str, object]]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    status, *lines = head.decode("latin-1").split("\r\n")
-    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
-    return status, headers, json.loads(body)
-
-
-def _assert_refusal(raw: bytes, status: str, code: str) -> dict[str, str]:
-    line, headers, body = _parse(raw)
-    assert line == f"HTTP/1.1 {status}"
-    assert headers["connection"] == "close"
-    assert headers["content-type"] == "application/json"
-    error = body["error"]
-    assert isinstance(error, dict)
-    assert error["code"] == code
-    assert error["hint"]
-    return headers
 
 
 def _healthz(served: Served) -> None:
@@ -91,15 +59,15 @@ def test_1100_half_open_connections_do_not_lock_out_healthz(
         socks = []
         try:
             for _ in range(1100):
-                sock = _connect(served)
+                sock = connect(served)
                 sock.sendall(PARTIAL_HEAD)
                 socks.append(sock)
             _healthz(served)
             # 1,100 + 1 connections against a limit of 1,000: the 101 oldest half-sent heads
             # were closed to make room, each with the refusal; the rest are still open.
             for sock in socks[:101]:
-                headers = _assert_refusal(
-                    _read_all(sock), "503 Service Unavailable", "too_many_connections"
+                headers, _ = assert_refusal(
+                    read_all(sock), "503 Service Unavailable", "too_many_connections"
                 )
                 assert headers["retry-after"] == "1"
             for sock in socks[101:]:
@@ -117,7 +85,9 @@ def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server with small bounds for the tests below (one start instead of three)."""
     tmp = tmp_path_factory.mktemp("bounded")
     config = write_config(
-        tmp, "[listener]\nhead_timeout_s = 0.5\nmax_head_bytes = 8192\nmax_connections = 3\n"
+        tmp,
+        "[listener]\nhead_timeout_s = 0.5\nmax_head_bytes = 8192\nmax_connections = 3\n"
+        "body_min_bytes_per_s = 1024\n",
     )
     with sift_serve(tmp, config=config) as served:
         yield served
@@ -125,7 +95,7 @@ def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 def test_head_deadline(bounded: Served) -> None:
     served = bounded
-    half, silent, kept = _connect(served), _connect(served), _connect(served)
+    half, silent, kept = connect(served), connect(served), connect(served)
     with half, silent, kept:
         half.sendall(PARTIAL_HEAD)
         # A kept-alive connection: one whole request, answered; then half of the next.
@@ -136,25 +106,25 @@ def test_head_deadline(bounded: Served) -> None:
         assert first.startswith(b"HTTP/1.1 200 OK\r\n")
         kept.sendall(PARTIAL_HEAD)
 
-        _assert_refusal(_read_all(half), "408 Request Timeout", "request_timeout")
-        _assert_refusal(_read_all(kept), "408 Request Timeout", "request_timeout")
+        assert_refusal(read_all(half), "408 Request Timeout", "request_timeout")
+        assert_refusal(read_all(kept), "408 Request Timeout", "request_timeout")
         # Nothing sent, nothing to answer: closed without a word.
-        assert _read_all(silent) == b""
+        assert read_all(silent) == b""
     _healthz(served)
 
 
 def test_head_size_cap(bounded: Served) -> None:
     served = bounded
     # One byte over the cap, no end of head: refused, the answer readable.
-    with _connect(served) as sock:
+    with connect(served) as sock:
         head = PARTIAL_HEAD + b"a" * (8192 + 1 - len(PARTIAL_HEAD))
         sock.sendall(head)
-        _assert_refusal(_read_all(sock), "431 Request Header Fields Too Large", "header_too_large")
+        assert_refusal(read_all(sock), "431 Request Header Fields Too Large", "header_too_large")
     # A 150 MiB header: the server stops reading long before the end (the client's
     # send fails), and keeps answering everyone else.
     sent = 0
     chunk = b"a" * (1 << 20)
-    with _connect(served) as sock:
+    with connect(served) as sock:
         sock.sendall(PARTIAL_HEAD)
         with pytest.raises((BrokenPipeError, ConnectionResetError)):
             while sent < 150 << 20:
@@ -167,28 +137,28 @@ def test_head_size_cap(bounded: Served) -> None:
     assert r.status_code == 200
 
 
-def test_connection_limit_refuses_clearly_when_every_slot_serves_a_request(
+def test_connection_limit_refuses_clearly_when_every_slot_is_on_schedule(
     bounded: Served,
 ) -> None:
     served = bounded
     holders = []
     try:
         for _ in range(3):
-            sock = _connect(served)
+            sock = connect(served)
             holders.append(sock)
-            # A whole head and no body yet: a request in progress, which is never evicted.
-            # The 100 Continue says the server is reading its body.
+            # A whole head and most of its body at once: at the bounded server's minimum
+            # body rate (1 KiB/s) the 60,000 bytes sent put it a minute ahead of schedule,
+            # so it is no candidate for eviction (a trickle would be, tests/
+            # test_listener_bodies.py).
             sock.sendall(
                 b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 b"Authorization: Bearer " + served.fleet_key.encode() + b"\r\n"
-                b"Content-Type: application/json\r\nContent-Length: 100\r\n"
-                b"Expect: 100-continue\r\n\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n" + b" " * 60000
             )
-            assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
-        with _connect(served) as sock:
+        with connect(served) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            headers = _assert_refusal(
-                _read_all(sock), "503 Service Unavailable", "too_many_connections"
+            headers, _ = assert_refusal(
+                read_all(sock), "503 Service Unavailable", "too_many_connections"
             )
             assert headers["retry-after"] == "1"
     finally:
@@ -208,6 +178,14 @@ def test_connection_limit_refuses_clearly_when_every_slot_serves_a_request(
         ("listener.max_connections", "0", "listener.max_connections: must be at least 1"),
         ("listener.max_head_bytes", "0", "listener.max_head_bytes: must be at least 1"),
         ("listener.head_timeout_s", "0", "listener.head_timeout_s: must be positive"),
+        ("listener.body_idle_timeout_s", "0", "listener.body_idle_timeout_s: must be positive"),
+        ("listener.body_timeout_s", "-1", "listener.body_timeout_s: must be positive"),
+        ("listener.write_timeout_s", "0", "listener.write_timeout_s: must be positive"),
+        (
+            "listener.body_min_bytes_per_s",
+            "0",
+            "listener.body_min_bytes_per_s: must be at least 1",
+        ),
         (
             "listener.allowed_origins",
             "tool.example",

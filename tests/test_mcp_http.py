@@ -8,7 +8,8 @@ restricted caller is refused loopback with exactly the error `/v1/fetch` gives.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import json
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
 
 import httpx
@@ -169,3 +170,46 @@ async def test_options_are_checked_as_the_schema_says(served: Served) -> None:
         for tool, args, message in cases:
             err = error_of(await call(session, tool, args))
             assert (err["code"], err["message"]) == ("invalid_request", message)
+
+
+async def test_message_size_is_bounded_by_the_callers_class(served: Served) -> None:
+    """Issue 24 finding 8: /mcp took 16 MiB from any class. A restricted caller's limit is
+    its batch limit (64 KiB + 500 targets x 2 KiB = 1,089,536 bytes, above the 1 MiB of
+    max_request_bytes); one byte more is refused 413 in the envelope, with or without a
+    Content-Length, and a fleet caller's message of that size is served."""
+    limit = (64 << 10) + 500 * (2 << 10)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {}}}
+    skeleton = json.dumps({**request, "params": {"_meta": {"pad": ""}}}).encode()
+    padded = {**request, "params": {"_meta": {"pad": "x" * (limit + 1 - len(skeleton))}}}
+    body = json.dumps(padded).encode()
+    assert len(body) == limit + 1
+
+    def headers(key: str) -> dict[str, str]:
+        return {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Authorization": f"Bearer {key}",
+        }
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for i in range(0, len(body), 65536):
+            yield body[i : i + 65536]
+
+    async with httpx.AsyncClient(base_url=served.base_url, timeout=30) as api:
+        declared = await api.post("/mcp", content=body, headers=headers(served.restricted_key))
+        streamed = await api.post("/mcp", content=chunked(), headers=headers(served.restricted_key))
+        fleet = await api.post("/mcp", content=body, headers=headers(served.fleet_key))
+    assert declared.status_code == 413
+    assert declared.json()["error"] == {
+        "code": "request_too_large",
+        "message": (
+            f"an MCP message of {limit + 1} bytes exceeds this caller's limit of {limit} bytes"
+        ),
+        "hint": "Send a smaller request: fewer targets or a smaller body.",
+    }
+    assert streamed.status_code == 413
+    assert streamed.json()["error"]["message"] == (
+        f"an MCP message exceeds this caller's limit of {limit} bytes"
+    )
+    assert fleet.status_code == 200
+    assert "fetch" in {tool["name"] for tool in fleet.json()["result"]["tools"]}

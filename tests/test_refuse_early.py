@@ -54,7 +54,8 @@ class Env:
     port: int  # the canary's port
 
     def loopback_urls(self) -> list[str]:
-        """127.0.0.1 spelled every way a URL may spell it, and the name mapped to it."""
+        """127.0.0.1 spelled every way a URL may spell it (a name mapped to it is not refused
+        at submit for this restricted caller: see the test below)."""
         p = self.port
         return [
             f"http://127.0.0.1:{p}/",
@@ -66,7 +67,6 @@ class Env:
             f"http://[0:0:0:0:0:0:0:1]:{p}/v6-long",
             f"http://[::ffff:127.0.0.1]:{p}/mapped",
             f"http://[::ffff:7f00:1]:{p}/mapped-hex",
-            f"http://{CANARY_NAME}:{p}/resolved",
         ]
 
 
@@ -109,10 +109,42 @@ async def test_every_spelling_is_refused_at_submit_over_http(env: Env) -> None:
     assert (await env.client.get("/v1/batch")).json()["items"] == []
     # The crawl's and the map's start URL, alike.
     for route in ("/v1/crawl", "/v1/map"):
-        for url in (urls[2], urls[-1]):
+        for url in (urls[2], urls[-1]):  # decimal, and IPv4-mapped in hex
             r = await env.client.post(route, json={"url": url}, headers={"Idempotency-Key": "c"})
             assert (r.status_code, r.json()["error"]["message"]) == (422, start_refused(url))
     assert (await env.client.get("/v1/batch")).json()["items"] == []
+
+
+async def test_a_mapped_internal_name_is_not_told_from_an_unknown_one(env: Env) -> None:
+    """Refusing a name ``[egress.resolve]`` maps to loopback at submit would tell a
+    restricted caller that the name exists inside (issue 24, finding 11): it is accepted
+    exactly like a name nobody knows, and both fail alike when fetched."""
+    answers = []
+    for i, host in enumerate((CANARY_NAME, "nowhere.test")):
+        r = await env.client.post(
+            "/v1/batch",
+            json={"targets": [f"http://{host}:{env.port}/"]},
+            headers={"Idempotency-Key": f"m{i}"},
+        )
+        assert r.status_code == 202, r.text
+        answers.append(await _finished_error(env, r.json()["id"]))
+    assert answers[0] == answers[1] != {}
+    assert answers[0]["code"] == "dns_failure"
+
+
+async def _finished_error(env: Env, job_id: str) -> dict[str, str]:
+    """The error object of the job's one target once the app's runner has run it, with the
+    host name taken out (each answer names its own)."""
+    for _ in range(2000):
+        view = (await env.client.get(f"/v1/batch/{job_id}")).json()
+        if view["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.01)  # the job runs in the app's runner
+    items = (await env.client.get(f"/v1/batch/{job_id}/results")).json()["items"]
+    error: dict[str, str] = items[0]["error"]
+    return {
+        k: v.replace(CANARY_NAME, "NAME").replace("nowhere.test", "NAME") for k, v in error.items()
+    }
 
 
 async def test_a_name_that_needs_dns_is_judged_when_fetched_as_before(env: Env) -> None:

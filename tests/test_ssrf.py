@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pytest
 from aiohttp import web
 
-from sift.errors import Blocked, InvalidUrl, SiftError, TlsFailure
+from sift.errors import Blocked, DnsFailure, InvalidUrl, SiftError, TlsFailure
 from sift.fetch import BLOCKED_MESSAGE, Fetcher, FetchPolicy, StaticResolver, restricted_policy
 from upstream import CanaryListener, Upstream, reserve_port
 
@@ -96,14 +96,16 @@ DIRECT = [
     Case("metadata-name", "http://metadata.google.internal:{p}/", Blocked),
     Case("internal-name", "http://db.internal:{p}/", Blocked),
     Case("single-label", "http://intranet:{p}/", Blocked),
-    # names mapped through [egress.resolve]
-    Case("resolve-loop", "http://loop.test:{p}/", Blocked),
-    Case("resolve-mixed", "http://mixed.test:{p}/", Blocked),
-    Case("resolve-mixed6", "http://mixed6.test:{p}/", Blocked),
-    Case("resolve-v6", "http://v6loop.test:{p}/", Blocked),
-    Case("resolve-mapped", "http://mapped.test:{p}/", Blocked),
-    Case("resolve-zero", "http://zero.test:{p}/", Blocked, Blocked),
-    Case("resolve-nat64", "http://nat64.test:{p}/", Blocked, Blocked),
+    # names mapped through [egress.resolve]: refused after the lookup, which a restricted
+    # caller is answered exactly as a name that does not resolve (it may not learn which
+    # internal names exist, see test_restricted_cannot_tell_refused_names_from_unknown_ones)
+    Case("resolve-loop", "http://loop.test:{p}/", DnsFailure),
+    Case("resolve-mixed", "http://mixed.test:{p}/", DnsFailure),
+    Case("resolve-mixed6", "http://mixed6.test:{p}/", DnsFailure),
+    Case("resolve-v6", "http://v6loop.test:{p}/", DnsFailure),
+    Case("resolve-mapped", "http://mapped.test:{p}/", DnsFailure),
+    Case("resolve-zero", "http://zero.test:{p}/", DnsFailure, Blocked),
+    Case("resolve-nat64", "http://nat64.test:{p}/", DnsFailure, Blocked),
     # parser tricks
     Case("userinfo", "http://pub.test@127.0.0.1:{p}/", InvalidUrl, InvalidUrl),
     Case("userinfo-port", "http://127.0.0.1:{p}@pub.test/", InvalidUrl, InvalidUrl),
@@ -145,7 +147,7 @@ REDIRECTS = [
     Case(
         f"redirect-{status}-{name}",
         f"http://pub.test:{{q}}/redirect/{status}?to={target}",
-        Blocked,
+        DnsFailure if name.startswith("resolve-") else Blocked,
         fleet,
     )
     for status in (301, 302, 303, 307, 308)
@@ -262,6 +264,12 @@ async def test_restricted_never_connects(
     if case.restricted is Blocked:
         assert info.value.message == BLOCKED_MESSAGE
         assert info.value.to_dict()["error"]["code"] == "blocked_address"
+    if case.restricted is DnsFailure:
+        host = lab.url(case).split("?to=")[-1].replace("%3A", ":").replace("%2F", "/")
+        name = host.split("//", 1)[1].split(":", 1)[0]
+        assert info.value.message == (
+            f"The host name {name!r} does not resolve to an address this caller may reach."
+        )
     assert canary.accepted() == 0
     assert lab.pub.hits.total() == (1 if "/redirect/" in case.url else 0)
 
@@ -325,8 +333,9 @@ async def test_dns_rebinding_between_and_within_fetches() -> None:
         async with Fetcher(user_agent="t", resolver=resolver, extra_public_cidrs=EXTRA_PUBLIC) as f:
             first = await f.fetch(f"http://rebind.test:{q}/", policy)
             assert (first.body, resolver.calls["rebind.test"]) == (b"first answer", 1)
-            # The next lookup answers loopback: refused, whatever a pooled connection says.
-            with pytest.raises(Blocked):
+            # The next lookup answers loopback: refused, whatever a pooled connection says
+            # (answered as a name that does not resolve: the caller is restricted).
+            with pytest.raises(DnsFailure):
                 await f.fetch(f"http://rebind.test:{q}/self", policy)
             assert resolver.calls["rebind.test"] == 2
         assert pub.hits.total() == 1

@@ -9,14 +9,23 @@ send both headers, programs set them honestly, so in anonymous mode sift serves 
 - ``Host`` values naming a loopback address — ``localhost``, any 127.0.0.0/8 or ``::1``
   literal, with any port — the listen host itself (unless a wildcard), or one in
   ``listener.allowed_hosts``;
-- requests without ``Origin``, or whose ``Origin`` is a loopback one (``http://localhost:3000``)
-  or listed in ``listener.allowed_origins`` (``null`` is foreign).
+- requests without ``Origin``, or whose ``Origin`` is the request's own (the console, also
+  under an ``allowed_hosts`` name), a loopback one (``http://localhost:3000``) or listed in
+  ``listener.allowed_origins`` (``null`` is foreign);
+- and of requests a browser marks as coming from another site or origin
+  (``Sec-Fetch-Site: cross-site`` or ``same-site``), only those whose ``Origin`` is allowed
+  as above. A browser sends no ``Origin`` on a cross-site ``GET`` (an image, a script, a
+  form or a link), so without this any web page could drive a local sift blind:
+  ``<img src="http://localhost:8080/v1/fetch?url=…">``. Navigating to the console's own
+  pages (``/``, ``/docs``) from a link elsewhere is still served: they only show static
+  pages, whose own requests are then same-origin.
 
 With keys configured a browser cannot borrow the caller's credentials (bearer keys are
 never ambient, unlike cookies), so only ``/mcp`` checks ``Origin``, because the MCP
 streamable-HTTP transport requires every server to (403 when present and invalid).
 
-Refusals are ``403 host_not_allowed`` / ``403 origin_not_allowed`` in the usual envelope.
+Refusals are ``403 host_not_allowed`` / ``403 origin_not_allowed`` in the usual envelope
+(a cross-site refusal says so, with its own hint).
 The same instance wraps FastAPI's stack and the fast lane, so no route is left out.
 """
 
@@ -34,6 +43,13 @@ from sift.config import Settings
 from sift.errors import HostNotAllowed, OriginNotAllowed, SiftError
 
 MCP_PATH = "/mcp"
+# Pages a link on another site may open (a navigation): static, they do nothing.
+CONSOLE_PAGES = frozenset({"/", "/docs"})
+CROSS_SITE_HINT = (
+    "With no keys configured sift serves programs and its own console, not web pages of "
+    "other sites or origins: call it from a program, open the console at sift's own "
+    "address, or have the operator list the page's origin in listener.allowed_origins."
+)
 
 
 def split_host(value: str) -> str:
@@ -87,28 +103,54 @@ class HostGuard:
         if scope["type"] == "http":
             anonymous = not (self._keys.callers if self._keys else self.settings.callers)
             if anonymous or scope["path"] == MCP_PATH:
-                refusal = self.check(scope["headers"], anonymous=anonymous)
+                refusal = self.check(scope["headers"], anonymous=anonymous, scope=scope)
                 if refusal is not None:
                     return error_response(refusal)(scope, receive, send)
         return self.app(scope, receive, send)
 
-    def check(self, headers: Iterable[tuple[bytes, bytes]], *, anonymous: bool) -> SiftError | None:
-        """The refusal for a request with these headers, or ``None`` to serve it."""
+    def check(
+        self,
+        headers: Iterable[tuple[bytes, bytes]],
+        *,
+        anonymous: bool,
+        scope: Scope | None = None,
+    ) -> SiftError | None:
+        """The refusal for a request with these headers (``scope``: its method and path),
+        or ``None`` to serve it."""
         host: str | None = None
         origin: str | None = None
+        site: bytes | None = None
+        mode: bytes | None = None
         for name, value in headers:
             if name == b"host":
                 host = value.decode("latin-1")
             elif name == b"origin":
                 origin = value.decode("latin-1")
+            elif name == b"sec-fetch-site":
+                site = value.strip().lower()
+            elif name == b"sec-fetch-mode":
+                mode = value.strip().lower()
         if anonymous and not self.host_allowed(host):
             return HostNotAllowed(
                 f"Host {host!r} is not a loopback name"
                 if host is not None
                 else "the request has no Host header"
             )
-        if origin is not None and not self.origin_allowed(origin):
+        # The request's own origin counts only where its Host was vetted (anonymous mode):
+        # with keys, /mcp's Host is not checked, and a rebound name would match itself.
+        if origin is not None and not self.origin_allowed(origin, host if anonymous else None):
             return OriginNotAllowed(f"requests from origin {origin!r} are refused")
+        if (
+            anonymous
+            and site in (b"cross-site", b"same-site")
+            and origin is None  # an Origin sent was judged just above
+            and not (mode == b"navigate" and scope is not None and _console_page(scope))
+        ):
+            return OriginNotAllowed(
+                f"{site.decode('latin-1')} requests are refused in anonymous mode "
+                f"(Sec-Fetch-Site: {site.decode('latin-1')}, no allowed Origin)",
+                hint=CROSS_SITE_HINT,
+            )
         return None
 
     def host_allowed(self, host: str | None) -> bool:
@@ -117,11 +159,19 @@ class HostGuard:
         name = split_host(host)
         return is_loopback_host(name) or name in self._hosts
 
-    def origin_allowed(self, origin: str) -> bool:
+    def origin_allowed(self, origin: str, host: str | None = None) -> bool:
+        """``origin`` is listed, a loopback page's, or the request's own (its netloc is the
+        ``host`` the request was sent to: the console, whatever name it is served under)."""
         key = _origin_key(origin)
         if key in self._origins:
             return True
         parts = urlsplit(key)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False  # "null", file://, extension schemes: never loopback pages
+        if host is not None and parts.netloc == host.strip().lower():
+            return True
         return is_loopback_host(split_host(parts.netloc))
+
+
+def _console_page(scope: Scope) -> bool:
+    return scope["method"] in ("GET", "HEAD") and scope["path"] in CONSOLE_PAGES

@@ -16,7 +16,8 @@ class ListenerSettings:
     max_connections: int = field(
         default=1000,
         metadata=doc(
-            "Open client connections; at the limit the oldest idle or half-sent one is closed, "
+            "Open client connections; at the limit the one furthest behind (an idle or half-sent "
+            "head, a body behind its schedule, a response its client does not read) is closed, "
             "else the new one gets 503 too_many_connections."
         ),
     )
@@ -31,6 +32,35 @@ class ListenerSettings:
         default=64 << 10,
         metadata=doc(
             "Largest request head (line + headers); beyond it 431 header_too_large.", size=True
+        ),
+    )
+    body_idle_timeout_s: float = field(
+        default=10.0,
+        metadata=doc(
+            "Longest silence while a request body arrives (each read restarts it); then 408 "
+            "request_timeout."
+        ),
+    )
+    body_timeout_s: float = field(
+        default=10.0,
+        metadata=doc(
+            "How far a request body may fall behind body_min_bytes_per_s: a body of N bytes has "
+            "body_timeout_s + N / body_min_bytes_per_s in all; then 408 request_timeout."
+        ),
+    )
+    body_min_bytes_per_s: int = field(
+        default=32 << 10,
+        metadata=doc(
+            "Slowest rate a request body may arrive at on average (after body_timeout_s of "
+            "grace); time sift itself makes a client wait does not count.",
+            size=True,
+        ),
+    )
+    write_timeout_s: float = field(
+        default=30.0,
+        metadata=doc(
+            "Longest a response may wait on a client that does not read it (sift's send buffer "
+            "full); then the connection is dropped."
         ),
     )
     keep_alive_s: int = field(
@@ -52,10 +82,21 @@ class ListenerSettings:
 
 
 def check_listener(listener: ListenerSettings, where: str) -> None:
-    for fname in ("max_connections", "max_head_bytes"):
+    for fname in ("max_connections", "max_head_bytes", "body_min_bytes_per_s"):
         if getattr(listener, fname) < 1:
             raise ConfigError(f"{where}: listener.{fname}: must be at least 1")
-    check_positive(listener, ("head_timeout_s", "keep_alive_s"), where, "listener.")
+    check_positive(
+        listener,
+        (
+            "head_timeout_s",
+            "body_idle_timeout_s",
+            "body_timeout_s",
+            "write_timeout_s",
+            "keep_alive_s",
+        ),
+        where,
+        "listener.",
+    )
     for origin in listener.allowed_origins:
         if not re.fullmatch(r"https?://[^/\s]+", origin):
             raise ConfigError(

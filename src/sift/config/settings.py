@@ -45,8 +45,11 @@ class Settings:
         metadata=doc("With no callers configured, allow binding a non-loopback address anyway."),
     )
     metrics_require_key: bool = field(
-        default=False,
-        metadata=doc("GET /metrics answers only requests with a fleet caller's key (else 401)."),
+        default=True,
+        metadata=doc(
+            "With keys configured, GET /metrics answers only a fleet caller's key (else 401); "
+            "false opens it. In anonymous mode it is open (to loopback clients)."
+        ),
     )
     max_request_bytes: int = field(
         default=1 << 20,

@@ -26,6 +26,7 @@ import aiohttp
 
 from sift.errors import (
     Blocked,
+    DnsFailure,
     InvalidUrl,
     RobotsDisallowed,
     SiftError,
@@ -35,7 +36,7 @@ from sift.errors import (
 )
 from sift.fetch.charset import detect_charset
 from sift.fetch.decode import make_decoder, parse_content_encoding
-from sift.fetch.egress import EgressGuard, blocked
+from sift.fetch.egress import EgressGuard, blocked, is_restricted, unreachable_name
 from sift.fetch.mimetype import extract_content_type
 from sift.fetch.policy import FetchPolicy
 from sift.fetch.resolver import AresResolver, DnsLimits, Lookups, Resolver, lookup_caller
@@ -165,9 +166,13 @@ class Fetcher:
         name ``[egress.resolve]`` maps, its mapped addresses vetted as ``vetted_addresses``
         would vet them. What passes may still be refused once DNS answers (or a redirect
         leads elsewhere); what fails here is refused by every fetch of ``url`` under
-        ``policy``. Submissions call it to refuse such URLs before storing a job."""
+        ``policy``. Submissions call it to refuse such URLs before storing a job.
+
+        A mapped name is judged here only for a caller that is not restricted: a restricted
+        caller is never told a refused name from an unknown one (``vetted_addresses``), so
+        its mapped names are accepted like any name and fail at fetch as ``dns_failure``."""
         target = self.check_url(url, policy)
-        if target.ip is None:
+        if target.ip is None and not is_restricted(policy):
             mapped = self.lookups.static_answer(target.host)
             if mapped is not None:
                 self.guard.vet(mapped, target.port, policy)
@@ -176,17 +181,24 @@ class Fetcher:
     async def vetted_addresses(self, target: Target, policy: FetchPolicy) -> list[str]:
         """Resolve ``target``'s host once and vet every answer: the IP literals a connection
         for ``policy`` may be opened to, in order. Raises ``Blocked`` if any answer is refused
-        (one bad answer refuses the name) and ``DnsFailure`` if the name does not resolve.
+        (one bad answer refuses the name) and ``DnsFailure`` if the name does not resolve —
+        except under a restricted policy, where both are the same ``DnsFailure``
+        (``egress.unreachable_name``: which internal names exist is not that caller's to
+        learn).
 
         The one "resolve once and vet" step of sift: the fetcher and the browser's proxy
         (``sift.browser.proxy``) both connect only to what this returns, by literal, so a
         second lookup can never rebind the name.
         """
         if target.ip is not None:
-            addresses = [target.ip]
-        else:
+            return self.guard.vet([target.ip], target.port, policy)
+        try:
             addresses = await self.lookups.resolve(target.host, target.port, policy.caller)
-        return self.guard.vet(addresses, target.port, policy)
+            return self.guard.vet(addresses, target.port, policy)
+        except (DnsFailure, Blocked) as exc:
+            if not is_restricted(policy):
+                raise
+            raise unreachable_name(target.host) from exc
 
     async def fetch(
         self,

@@ -20,6 +20,11 @@ at itself.
 Every refusal raises the same ``Blocked`` with the same message: callers learn nothing about
 which rule fired. Its hint depends only on the policy (``blocked``): a restricted caller is
 told to ask for a fleet key, a fleet caller to ask the operator to allow the range.
+
+A restricted caller must not learn which private names exist either: under a restricted
+policy (``is_restricted``) a host *name* whose answers are refused and a name that does not
+resolve get one and the same answer (``unreachable_name``: ``502 dns_failure``, one message,
+one hint), so probing ``intranet.corp`` tells nothing a typo would not.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sift.errors import Blocked, ConfigError
+from sift.errors import Blocked, ConfigError, DnsFailure
 from sift.fetch.policy import FetchPolicy
 
 Category = Literal["public", "private", "forbidden"]
@@ -61,15 +66,35 @@ FLEET_NO_PRIVATE_HINT = (
 )
 
 
+def is_restricted(policy: FetchPolicy) -> bool:
+    """A restricted caller's policy: public addresses only, on a list of ports."""
+    return policy.allowed_ports is not None and not policy.allow_private
+
+
 def blocked(policy: FetchPolicy) -> Blocked:
     """The one refusal for ``policy``: the same message always, the hint that fits it."""
-    if policy.allowed_ports is not None and not policy.allow_private:
+    if is_restricted(policy):
         hint = RESTRICTED_HINT
     elif policy.allow_private:
         hint = FLEET_PRIVATE_HINT
     else:
         hint = FLEET_NO_PRIVATE_HINT
     return Blocked(BLOCKED_MESSAGE, hint=hint)
+
+
+UNREACHABLE_NAME_HINT = (
+    "Check the host name: this caller reaches public addresses only, and this name resolves "
+    "to none of them (or to nothing at all)."
+)
+
+
+def unreachable_name(host: str) -> DnsFailure:
+    """The one answer, under a restricted policy, to a host name that does not resolve *and*
+    to one whose answers the policy refuses: the two must look alike."""
+    return DnsFailure(
+        f"The host name {host!r} does not resolve to an address this caller may reach.",
+        hint=UNREACHABLE_NAME_HINT,
+    )
 
 
 log = logging.getLogger("sift.fetch.egress")

@@ -17,6 +17,11 @@ opens neither without a session id, which a stateless server never issues.
 
 ``Origin`` is checked in front of this endpoint by ``api.hostguard`` (the spec requires it;
 the SDK's own ``TransportSecuritySettings`` is off by default and answers in plain text).
+
+A message's body is bounded by the caller's class, as ``POST /v1/batch`` bounds a job
+(``body_limit``): a restricted key may not make sift buffer the 16 MiB a fleet job may
+take. Past it the answer is ``413 request_too_large`` in the usual envelope, before the
+SDK sees the request. The SDK's own limit stays at the largest class's, as a backstop.
 """
 
 from __future__ import annotations
@@ -32,13 +37,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from sift.api.auth import KeyRing, authenticate
 from sift.api.errors import error_response
 from sift.api.observe import OBSERVE_KEY
-from sift.config import Settings
-from sift.errors import MethodNotAllowed, SiftError, Unauthorized
+from sift.config import CallerClass, Settings
+from sift.errors import MethodNotAllowed, RequestTooLarge, SiftError, Unauthorized
 from sift.mcp.server import build_server
 from sift.mcp.tools import Core, SiftTools
 from sift.principal import Principal
@@ -58,16 +63,57 @@ def principal_from_request(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return principal
 
 
+def body_limit(settings: Settings, caller_class: CallerClass) -> int:
+    """The largest ``/mcp`` body a caller of ``caller_class`` may send: a ``batch_submit`` of
+    as many targets as its class may submit (the ``POST /v1/batch`` limit), and never less
+    than any other request body (``max_request_bytes``)."""
+    max_targets = settings.classes.get(caller_class).max_targets
+    return max(settings.max_request_bytes, settings.batch.request_max_bytes(max_targets))
+
+
+async def bounded_body(scope: Scope, receive: Receive, limit: int) -> Receive:
+    """Read the request body, refusing more than ``limit`` bytes (by its ``Content-Length``
+    before reading any); a ``receive`` that hands it on in one message."""
+    length = Headers(scope=scope).get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise RequestTooLarge(
+            f"an MCP message of {length} bytes exceeds this caller's limit of {limit} bytes"
+        )
+    chunks: list[bytes] = []
+    total = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: the SDK sees it too
+            first: Message = message
+            break
+        chunk = message.get("body", b"")
+        total += len(chunk)
+        if total > limit:
+            raise RequestTooLarge(f"an MCP message exceeds this caller's limit of {limit} bytes")
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    else:
+        first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+    pending = [first]
+
+    async def replay() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replay
+
+
 class McpHttp:
     """The ASGI endpoint for ``/mcp``; ``run()`` must be entered in the app's lifespan."""
 
     def __init__(self, settings: Settings, tools: SiftTools, keys: KeyRing) -> None:
         self._keys = keys
+        self._settings = settings
         self.manager = StreamableHTTPSessionManager(
             app=build_server(tools, principal_from_request),
             json_response=True,
             stateless=True,
-            # A batch_submit of a full job is as large as a POST /v1/batch body.
+            # The largest class's limit; each caller's own is applied first (body_limit).
             max_request_body_size=max(settings.max_request_bytes, settings.batch.max_request_bytes),
         )
 
@@ -90,6 +136,13 @@ class McpHttp:
             principal = authenticate(self._keys, Headers(scope=scope).get("authorization"))
         except SiftError as exc:
             await key_refusal(exc)(scope, receive, send)
+            return
+        try:
+            receive = await bounded_body(
+                scope, receive, body_limit(self._settings, principal.caller_class)
+            )
+        except RequestTooLarge as exc:
+            await error_response(exc)(scope, receive, send)
             return
         scope[PRINCIPAL_KEY] = principal
         scope[OBSERVE_KEY] = {

@@ -197,7 +197,9 @@ def _install_ops_routes(app: SiftApp, w: _Wiring) -> None:
         openapi_extra=keyed(),  # when metrics_require_key is set
     )
     async def get_metrics(request: Request) -> Response:
-        if settings.metrics_require_key:
+        # Traffic by class and route is for the operator: with keys, a fleet key (or the
+        # local operator key) unless opened; anonymous mode has no keys to ask for.
+        if settings.metrics_require_key and not keys.anonymous:
             principal = authenticate(keys, request.headers.get("authorization"))
             if principal.caller_class != "fleet":
                 raise Unauthorized(

@@ -1,0 +1,346 @@
+"""Fairness: one caller floods a resource while another caller's ordinary requests are timed.
+
+    .venv/bin/python bench/fairness.py [--floods baseline,connections] [--requests 300]
+
+sift promises that no caller can stall the others (issue 24). For each flood this starts a
+fresh `sift serve` (subprocess, loopback only) with two callers — ``victim`` (fleet) and
+``flooder`` (restricted) — and a local upstream page, then:
+
+1. warms the victim's request (one cache miss), times ``--requests`` of them: *unloaded*;
+2. starts the flood, lets it build up for ``--warmup-s``, times as many again: *loaded*;
+3. stops the flood and prints p50/p99 of both, the victim's failed requests, the flood's own
+   counters, and **p99 loaded / p99 unloaded** — the figure to keep near 1 (issue 24 asks
+   for at most 2x plus the flood's fair share of the machine).
+
+Every flood is bounded in count and time (``--flood-s`` at most, then it is stopped) and
+talks only to 127.0.0.1.
+
+Adding a flood (DNS, renders, browser pages, maps, ...): write one coroutine
+``async def my_flood(lab: Lab, stop: asyncio.Event) -> Counters`` that loads sift as
+``lab.flood_key`` until ``stop`` is set and returns its counters, and register it with
+``@flood("name", config=..., victim=...)``: ``config`` is TOML added to that flood's server
+(e.g. an ``[egress.resolve]`` table), ``victim`` replaces the ordinary request timed (by
+default a cached ``POST /v1/fetch``) when the resource needs another one (a render, a
+browser page). The registry is ``FLOODS``; ``--floods`` picks from it by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event as EventType
+from pathlib import Path
+
+import httpx
+
+from sift.keys import add_caller
+
+SIFT = [sys.executable, "-m", "sift.cli"]
+HOST = "127.0.0.1"  # the only address any part of this bench talks to
+MAX_CONNECTIONS = 64  # the bench server's listener.max_connections
+BASE_CONFIG = (
+    f"[classes.fleet]\nallow_private = true\n[listener]\nmax_connections = {MAX_CONNECTIONS}\n"
+)
+PAGE = (
+    "<html><head><title>Fairness</title></head><body><article><h1>Victim page</h1>"
+    + "".join(
+        f"<p>Paragraph {i} of an ordinary article, cached after one fetch.</p>" for i in range(30)
+    )
+    + "</article></body></html>"
+).encode()
+
+Counters = Counter[str]
+
+
+@dataclass(frozen=True)
+class Lab:
+    """One running sift and what a flood and the victim need to reach it."""
+
+    base_url: str
+    port: int
+    victim_key: str
+    flood_key: str
+    page_url: str  # the upstream page the victim fetches
+    max_connections: int
+    pid: int  # the sift serve process (its CPU time is reported)
+
+
+FloodFn = Callable[[Lab, asyncio.Event], Awaitable[Counters]]
+VictimFn = Callable[[Lab, httpx.AsyncClient], Awaitable[None]]
+
+
+async def fetch_cached(lab: Lab, client: httpx.AsyncClient) -> None:
+    """The ordinary request: a /v1/fetch of a page sift has cached."""
+    r = await client.post("/v1/fetch", json={"url": lab.page_url})
+    r.raise_for_status()
+
+
+@dataclass(frozen=True)
+class Flood:
+    name: str
+    run: FloodFn
+    config: str = ""
+    victim: VictimFn = fetch_cached
+
+
+FLOODS: dict[str, Flood] = {}
+
+
+def flood(
+    name: str, *, config: str = "", victim: VictimFn = fetch_cached
+) -> Callable[[FloodFn], FloodFn]:
+    """Register a flood under ``name`` (see the module docstring)."""
+
+    def register(fn: FloodFn) -> FloodFn:
+        FLOODS[name] = Flood(name, fn, config, victim)
+        return fn
+
+    return register
+
+
+# -- the floods ------------------------------------------------------------------------------
+
+
+@flood("baseline")
+async def nothing(lab: Lab, stop: asyncio.Event) -> Counters:
+    """No flood at all: the loaded run measures only the noise between two runs."""
+    await stop.wait()
+    return Counter()
+
+
+TRICKLE_S = 1.0  # a slow-body attacker sends one byte this often
+SLOW_BODY_BYTES = 100_000  # ... of a body declared this long (a stall of 27 hours)
+MAX_OPENED = 50_000  # connections one flood may open in all
+
+
+@flood("connections")
+async def slow_bodies(lab: Lab, stop: asyncio.Event) -> Counters:
+    """Twice ``max_connections`` keyed clients each send a whole POST head, then one body
+    byte per second; whenever sift closes one (evicted for a newcomer, or past its body
+    deadline) it reconnects at once. Counts the answers sift gave them by status."""
+    counters: Counters = Counter()
+    head = (
+        f"POST /v1/fetch HTTP/1.1\r\nHost: {HOST}:{lab.port}\r\n"
+        f"Authorization: Bearer {lab.flood_key}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {SLOW_BODY_BYTES}\r\n\r\n{{"
+    ).encode()
+
+    async def attacker() -> None:
+        while not stop.is_set() and counters["opened"] < MAX_OPENED:
+            try:
+                reader, writer = await asyncio.open_connection(HOST, lab.port)
+            except OSError:
+                counters["connect_failed"] += 1
+                await asyncio.sleep(0.1)
+                continue
+            counters["opened"] += 1
+            try:
+                writer.write(head)
+                while not stop.is_set():
+                    await writer.drain()
+                    try:
+                        answer = await asyncio.wait_for(reader.read(4096), TRICKLE_S)
+                    except TimeoutError:
+                        writer.write(b" ")
+                        continue
+                    status = answer.split(b" ", 2)[1].decode() if answer else "closed"
+                    counters[f"answer_{status}"] += 1
+                    break
+            except OSError:
+                counters["reset"] += 1
+            finally:
+                writer.close()
+
+    await asyncio.gather(*(attacker() for _ in range(2 * lab.max_connections)))
+    return counters
+
+
+# -- running one flood ---------------------------------------------------------------------
+
+
+class _Page(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(PAGE)))
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@contextmanager
+def upstream() -> Iterator[str]:
+    server = ThreadingHTTPServer((HOST, 0), _Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{HOST}:{server.server_address[1]}/page"
+    finally:
+        server.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def sift_serve(tmp: Path, config: str, page_url: str) -> Iterator[Lab]:
+    cfg = tmp / "sift.toml"
+    cfg.write_text(BASE_CONFIG + config)
+    victim, flooder = add_caller(cfg, "victim", "fleet"), add_caller(cfg, "flooder", "restricted")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*SIFT, "serve", "--config", str(cfg), "--listen", f"{HOST}:{port}",
+         "--data-dir", str(tmp / "data")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://{HOST}:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
+            break
+        except httpx.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("sift serve did not start") from None
+            time.sleep(0.1)
+    try:
+        yield Lab(base, port, victim, flooder, page_url, MAX_CONNECTIONS, proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@dataclass
+class Timing:
+    latencies_s: list[float]
+    failed: int
+
+    def p(self, q: float) -> float:
+        ordered = sorted(self.latencies_s)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def time_victim(lab: Lab, victim: VictimFn, requests: int, until: float) -> Timing:
+    """``requests`` victim requests one after another (or until ``until``, loop time)."""
+    timing = Timing([], 0)
+    headers = {"Authorization": f"Bearer {lab.victim_key}"}
+    async with httpx.AsyncClient(base_url=lab.base_url, headers=headers, timeout=60) as client:
+        loop = asyncio.get_running_loop()
+        for _ in range(requests):
+            if loop.time() > until:
+                break
+            started = time.perf_counter()
+            try:
+                await victim(lab, client)
+            except httpx.HTTPError:
+                timing.failed += 1
+                continue
+            timing.latencies_s.append(time.perf_counter() - started)
+    return timing
+
+
+def _flood_process(name: str, lab: Lab, stop: EventType, out: Queue[Counters]) -> None:
+    """The flood, in a process of its own: its event loop and CPU are not the victim's."""
+
+    async def run() -> Counters:
+        loop = asyncio.get_running_loop()
+        stopped = asyncio.Event()
+        threading.Thread(
+            target=lambda: (stop.wait(), loop.call_soon_threadsafe(stopped.set)), daemon=True
+        ).start()
+        return await FLOODS[name].run(lab, stopped)
+
+    out.put(asyncio.run(run()))
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> None:
+    loop = asyncio.get_running_loop()
+    await time_victim(lab, spec.victim, 1, loop.time() + 60)  # warm: the one cache miss
+    cpu, started = cpu_s(lab.pid), time.perf_counter()
+    unloaded = await time_victim(lab, spec.victim, args.requests, loop.time() + args.flood_s)
+    idle_cpu = (cpu_s(lab.pid) - cpu) / (time.perf_counter() - started)
+    ctx = multiprocessing.get_context("spawn")
+    stop, out = ctx.Event(), ctx.Queue()
+    flooder = ctx.Process(target=_flood_process, args=(spec.name, lab, stop, out), daemon=True)
+    flooder.start()
+    try:
+        await asyncio.sleep(args.warmup_s)
+        assert flooder.pid is not None
+        cpu, flood_cpu = cpu_s(lab.pid), cpu_s(flooder.pid)
+        started = time.perf_counter()
+        loaded = await time_victim(lab, spec.victim, args.requests, loop.time() + args.flood_s)
+        took = time.perf_counter() - started
+        busy_cpu = (cpu_s(lab.pid) - cpu) / took
+        flood_cpu = (cpu_s(flooder.pid) - flood_cpu) / took
+    finally:
+        stop.set()
+        counters: Counters = await asyncio.to_thread(out.get, True, 60)
+        flooder.join(10)
+        if flooder.is_alive():
+            flooder.kill()
+    ratio = loaded.p(0.99) / unloaded.p(0.99)
+    print(
+        f"{spec.name:12} unloaded p50 {unloaded.p(0.5) * 1e3:7.1f} ms p99 "
+        f"{unloaded.p(0.99) * 1e3:7.1f} ms | loaded p50 {loaded.p(0.5) * 1e3:7.1f} ms p99 "
+        f"{loaded.p(0.99) * 1e3:7.1f} ms | p99 ratio {ratio:5.2f} | victim "
+        f"{len(loaded.latencies_s)} ok, {loaded.failed} failed | sift CPU "
+        f"{idle_cpu:.0%} -> {busy_cpu:.0%} of a core (the flooder {flood_cpu:.0%})"
+    )
+    if counters:
+        print(f"{'':12} flood: " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--floods", default=",".join(FLOODS), help=f"of: {', '.join(FLOODS)}")
+    parser.add_argument("--requests", type=int, default=300, help="victim requests per run")
+    parser.add_argument("--warmup-s", type=float, default=3.0, help="flood build-up before timing")
+    parser.add_argument("--flood-s", type=float, default=30.0, help="longest a timed run lasts")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.floods.split(",") if n.strip()]
+    unknown = [n for n in names if n not in FLOODS]
+    if unknown:
+        raise SystemExit(f"unknown flood(s) {', '.join(unknown)}; known: {', '.join(FLOODS)}")
+    print(f"{args.requests} victim requests per run; max_connections {MAX_CONNECTIONS}")
+    with upstream() as page_url:
+        for name in names:
+            spec = FLOODS[name]
+            with (
+                tempfile.TemporaryDirectory() as tmp,
+                sift_serve(Path(tmp), spec.config, page_url) as lab,
+            ):
+                asyncio.run(run_flood(spec, lab, args))
+
+
+if __name__ == "__main__":
+    main()
