@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 
 from servehelpers import SIFT, Served, sift_serve, write_config
+from sift.api.auth import UNKNOWN_KEY_HINT
+from sift.errors import Unauthorized
 from syncupstream import SyncUpstream, serve_pages
 
 REPO = Path(__file__).resolve().parent.parent
@@ -310,8 +312,9 @@ def test_a_wrong_or_missing_key_shows_sifts_message_not_an_oauth_sign_in(
     missing = Inspector(inspector, target, tmp_path)
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda i: i.fail("--method", "tools/list"), [wrong, missing]))
-    for (returncode, error), message in zip(
-        runs, ["unknown key", "missing Authorization header"], strict=True
+    hints = [UNKNOWN_KEY_HINT, Unauthorized.default_hint]
+    for (returncode, error), message, hint in zip(
+        runs, ["unknown key", "missing Authorization header"], hints, strict=True
     ):
         assert returncode == AUTH_REQUIRED
         assert (error["code"], error["status"]) == ("auth_required", 403)
@@ -319,9 +322,8 @@ def test_a_wrong_or_missing_key_shows_sifts_message_not_an_oauth_sign_in(
         assert json.loads(body)["error"] == {
             "code": "unauthorized",
             "message": message,
-            "hint": "Send 'Authorization: Bearer <key>' with a key the operator issued. "
-            "sift's /mcp has no OAuth sign-in: configure the key in the MCP client as the "
-            "header 'Authorization: Bearer <key>'.",
+            "hint": f"{hint} sift's /mcp has no OAuth sign-in: configure the key in the MCP "
+            "client as the header 'Authorization: Bearer <key>'.",
         }
 
 
