@@ -1,0 +1,109 @@
+"""Fair admission to the render workers: round robin between callers, a deadline per wait.
+
+The render pool has a few workers and many callers. Admitting renders first come, first
+served let one caller with many slow renders (each stopped only at its class's time limit)
+hold every worker for many limits in a row while everyone else waited behind its backlog.
+``FairQueue`` keeps one FIFO per caller and hands each free slot to the callers in turn, so
+a caller's render waits behind at most one render of each other caller with renders queued,
+never behind another caller's whole backlog.
+
+A waiter whose deadline passes while it is still queued is dropped with
+``RenderQueueTimeout``; a waiter that is cancelled (its client hung up, its flight was
+abandoned) leaves the queue at once. Only the event loop touches it: no lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+from sift.errors import RenderQueueTimeout, RenderUnavailable
+
+RETRY_AFTER_S = 1
+
+
+class FairQueue:
+    """``slots`` places, handed out round robin across callers (``acquire``/``release``).
+
+    Deadlines are event-loop times (``loop.time()``); ``None`` waits as long as it takes.
+    """
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("a fair queue needs at least one slot")
+        self.slots = slots
+        self._free = slots
+        # One FIFO per caller with renders queued; dict order is the turn order.
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        self._closed = False
+
+    def queued(self, caller: str | None = None) -> int:
+        """Waiters still queued (all callers', or one caller's)."""
+        if caller is not None:
+            return sum(not f.done() for f in self._queues.get(caller, ()))
+        return sum(not f.done() for q in self._queues.values() for f in q)
+
+    @property
+    def in_use(self) -> int:
+        return self.slots - self._free
+
+    async def acquire(self, caller: str, deadline: float | None) -> None:
+        """Take a slot, waiting for ``caller``'s turn; raises ``RenderQueueTimeout`` when
+        ``deadline`` passes first, ``RenderUnavailable`` once closed."""
+        if self._closed:
+            raise RenderUnavailable("the render pool is shut down")
+        if self._free > 0 and not self._queues:
+            self._free -= 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(caller, deque()).append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self.release()  # granted in the very moment it gave up: pass the slot on
+            else:
+                waiter.cancel()
+                self._forget(caller, waiter)
+            if isinstance(exc, TimeoutError):
+                err = RenderQueueTimeout(
+                    "every render worker stayed busy until this request's deadline "
+                    "(timeout_s); the render was dropped from the queue before it started"
+                )
+                err.headers["Retry-After"] = str(RETRY_AFTER_S)
+                raise err from None
+            raise
+
+    def release(self) -> None:
+        """Give a slot back: the next caller in turn gets it."""
+        self._free += 1
+        while self._free > 0 and self._queues:
+            caller = next(iter(self._queues))
+            queue = self._queues.pop(caller)
+            waiter = queue.popleft()
+            if queue:
+                self._queues[caller] = queue  # to the back of the turn order
+            if not waiter.done():  # (a waiter cancelled but not yet forgotten is skipped)
+                waiter.set_result(None)
+                self._free -= 1
+
+    def close(self) -> None:
+        """Fail every queued waiter with ``RenderUnavailable``; later acquires fail too."""
+        self._closed = True
+        queues, self._queues = self._queues, {}
+        for queue in queues.values():
+            for waiter in queue:
+                if not waiter.done():
+                    waiter.set_exception(RenderUnavailable("the render pool is shut down"))
+
+    def _forget(self, caller: str, waiter: asyncio.Future[None]) -> None:
+        queue = self._queues.get(caller)
+        if queue is None:
+            return
+        try:
+            queue.remove(waiter)
+        except ValueError:
+            return
+        if not queue:
+            del self._queues[caller]
