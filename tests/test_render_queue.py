@@ -48,21 +48,30 @@ async def test_slots_go_round_robin_between_callers() -> None:
     assert (queue.queued(), queue.in_use) == (0, 0)
 
 
-async def test_a_free_slot_is_taken_at_once_and_a_newcomer_waits_its_turn() -> None:
+async def test_the_caller_served_least_recently_goes_first() -> None:
     queue = FairQueue(2)
     await queue.acquire("a", None)
-    await queue.acquire("a", None)  # both slots: nothing else is queued
+    await queue.acquire("a", None)  # both slots at once: nothing else is queued
     order: list[str] = []
     tasks = [asyncio.ensure_future(_queued(queue, n, order)) for n in ("a", "a", "b")]
     await _settle()
     queue.release()
+    await _settle()
+    assert order == ["b"]  # b queued last, but a holds both slots: b's turn comes first
+    queue.release()
     queue.release()
     await _settle()
-    assert order == ["a", "b"]  # b is served before a's second queued render
-    queue.release()
-    await _settle()
-    assert order == ["a", "b", "a"]
+    assert order == ["b", "a", "a"]
     await asyncio.gather(*tasks)
+    # b is now the one served longest ago: back with a render, it goes before a's next.
+    order.clear()
+    more = [asyncio.ensure_future(_queued(queue, n, order)) for n in ("a", "a", "b")]
+    await _settle()
+    for _ in more:
+        queue.release()
+        await _settle()
+    assert order == ["b", "a", "a"]
+    await asyncio.gather(*more)
 
 
 async def test_a_waiter_still_queued_at_its_deadline_is_dropped() -> None:
@@ -135,8 +144,9 @@ async def test_pool_runs_callers_in_turn_not_first_come_first_served() -> None:
         await _settle()
         assert (pool.queued("flood"), pool.queued("victim")) == (3, 1)
         await asyncio.gather(first, victim, *flood)
-        # FIFO would have been f0 f1 f2 f3 v.
-        assert done == ["f0", "f1", "v", "f2", "f3"]
+        # FIFO would have been f0 f1 f2 f3 v: the victim goes right after the render
+        # running when it came.
+        assert done == ["f0", "v", "f1", "f2", "f3"]
     finally:
         pool.close()
 

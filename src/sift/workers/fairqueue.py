@@ -3,9 +3,11 @@
 The render pool has a few workers and many callers. Admitting renders first come, first
 served let one caller with many slow renders (each stopped only at its class's time limit)
 hold every worker for many limits in a row while everyone else waited behind its backlog.
-``FairQueue`` keeps one FIFO per caller and hands each free slot to the callers in turn, so
-a caller's render waits behind at most one render of each other caller with renders queued,
-never behind another caller's whole backlog.
+``FairQueue`` keeps one FIFO per caller and hands each free slot to the queued caller
+served least recently: callers with backlogs take turns (round robin), and a caller that
+comes back after a while goes first, so its render waits for the next free slot, not behind
+another caller's backlog. (A caller never served, or not for a long time, counts as served
+before everyone else; the memory of who was served when is bounded.)
 
 A waiter whose deadline passes while it is still queued is dropped with
 ``RenderQueueTimeout``; a waiter that is cancelled (its client hung up, its flight was
@@ -15,11 +17,15 @@ abandoned) leaves the queue at once. Only the event loop touches it: no lock.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 
 from sift.errors import RenderQueueTimeout, RenderUnavailable
 
 RETRY_AFTER_S = 1
+# Callers whose last turn is remembered; the oldest are forgotten first, which keeps their
+# place: a forgotten caller counts as served before everyone remembered.
+SERVED_MEMORY = 10_000
 
 
 class FairQueue:
@@ -33,8 +39,11 @@ class FairQueue:
             raise ValueError("a fair queue needs at least one slot")
         self.slots = slots
         self._free = slots
-        # One FIFO per caller with renders queued; dict order is the turn order.
+        # One FIFO per caller with renders queued, in the order they first queued.
         self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        # When each caller was last given a slot (a turn number), oldest first.
+        self._served: dict[str, int] = {}
+        self._turns = itertools.count()
         self._closed = False
 
     def queued(self, caller: str | None = None) -> int:
@@ -54,6 +63,7 @@ class FairQueue:
             raise RenderUnavailable("the render pool is shut down")
         if self._free > 0 and not self._queues:
             self._free -= 1
+            self._mark_served(caller)
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queues.setdefault(caller, deque()).append(waiter)
@@ -76,17 +86,24 @@ class FairQueue:
             raise
 
     def release(self) -> None:
-        """Give a slot back: the next caller in turn gets it."""
+        """Give a slot back: the queued caller served least recently gets it."""
         self._free += 1
         while self._free > 0 and self._queues:
-            caller = next(iter(self._queues))
-            queue = self._queues.pop(caller)
+            caller = min(self._queues, key=lambda c: self._served.get(c, -1))
+            queue = self._queues[caller]
             waiter = queue.popleft()
-            if queue:
-                self._queues[caller] = queue  # to the back of the turn order
+            if not queue:
+                del self._queues[caller]
             if not waiter.done():  # (a waiter cancelled but not yet forgotten is skipped)
                 waiter.set_result(None)
                 self._free -= 1
+                self._mark_served(caller)
+
+    def _mark_served(self, caller: str) -> None:
+        self._served.pop(caller, None)
+        self._served[caller] = next(self._turns)
+        if len(self._served) > SERVED_MEMORY:
+            del self._served[next(iter(self._served))]
 
     def close(self) -> None:
         """Fail every queued waiter with ``RenderUnavailable``; later acquires fail too."""

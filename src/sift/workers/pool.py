@@ -376,7 +376,9 @@ class RenderPool:
                     ) from None
                 continue  # once more, on the new worker
             except _Broken as exc:
-                job.hold(None)
+                if not job.hold(None):
+                    self._replace(worker)  # killed while starting, because nobody waits
+                    raise _Cancelled from None
                 if self.broken is None:
                     log.error("render workers cannot start: %s", exc)
                 self.broken, self._broken_at = str(exc), time.monotonic()
