@@ -197,3 +197,22 @@ async def test_cancelling_a_running_render_kills_its_worker(tmp_path: Path) -> N
         assert pool.pids() == [new_pid]
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+async def test_cancelling_a_render_while_its_worker_starts_leaves_the_pool_healthy() -> None:
+    """A worker killed during its start-up because nobody waits any more is not a worker
+    that cannot start: the pool is not marked broken and the next render works."""
+    pool = RenderPool(1)
+    try:
+        first = asyncio.ensure_future(pool.run(echo, "never", timeout_s=30, caller="a"))
+        while pool.admitted == 0:
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.2)  # the thread holds the worker, which is still importing
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        value, _ = await pool.run(echo, "next", timeout_s=30, caller="b")
+        assert (value, pool.broken) == ("next", None)
+    finally:
+        pool.close()
