@@ -1,4 +1,4 @@
-"""Fair admission to the render workers: round robin between callers, a deadline per wait.
+"""Fair admission to the render workers: callers take turns, a deadline per wait.
 
 The render pool has a few workers and many callers. Admitting renders first come, first
 served let one caller with many slow renders (each stopped only at its class's time limit)
@@ -29,7 +29,7 @@ SERVED_MEMORY = 10_000
 
 
 class FairQueue:
-    """``slots`` places, handed out round robin across callers (``acquire``/``release``).
+    """``slots`` places, handed out in turns across callers (``acquire``/``release``).
 
     Deadlines are event-loop times (``loop.time()``); ``None`` waits as long as it takes.
     """

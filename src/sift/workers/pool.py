@@ -11,9 +11,9 @@ runs in a worker *process* the pool owns, and the limits are enforced from outsi
   ``RenderFailed`` and exits (its heap may be fragmented); the pool starts a new one.
 - **Death.** A worker that dies mid-render (OOM killer, a crash in C code) is replaced and
   the render retried once on the new worker; a second death is ``RenderFailed``.
-- **Turns.** Renders wait for a worker in a ``FairQueue``: one queue per caller, served
-  round robin, so one caller's backlog of slow renders never stands in front of another
-  caller's render. A render still queued at its request's deadline is dropped
+- **Turns.** Renders wait for a worker in a ``FairQueue``: one queue per caller, the queued
+  caller served least recently first, so one caller's backlog of slow renders never stands
+  in front of another caller's render. A render still queued at its request's deadline is dropped
   (``RenderQueueTimeout``); one whose caller is cancelled (the client hung up) leaves the
   queue, or, already running, has its worker killed and replaced.
 - **Health.** A worker proves at start-up that it can render (it imports the renderer under
@@ -166,7 +166,7 @@ class _Job:
     def cancel(self) -> None:
         with self.lock:
             self.cancelled = True
-            if self.worker is not None and self.worker.proc.is_alive():
+            if self.worker is not None:
                 self.worker.proc.kill()  # the thread sees EOF and replaces it
 
     def hold(self, worker: _Worker | None) -> bool:
@@ -275,7 +275,7 @@ class RenderPool:
     ) -> T:
         """``fn(*args)`` in a worker, killed after ``timeout_s`` of wall-clock time.
 
-        It waits for ``caller``'s turn at a worker (round robin between callers); still
+        It waits for ``caller``'s turn at a worker (``FairQueue``); still
         queued at ``deadline`` (an event-loop time; ``None``: no deadline) it is dropped
         with ``RenderQueueTimeout``. Cancelled while queued, it leaves the queue; cancelled
         while running, its worker is killed and replaced.
