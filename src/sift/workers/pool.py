@@ -43,7 +43,6 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
 from sift.errors import RenderFailed, RenderTimeout, RenderUnavailable, SiftError
-from sift.workers.fairqueue import FairQueue
 
 T = TypeVar("T")
 log = logging.getLogger("sift.render")
@@ -204,6 +203,10 @@ class RenderPool:
         self._closed = False
         self._busy = 0  # renders handed to the threads and not yet answered
         self._probe: asyncio.Future[str | None] | None = None  # the health check's render
+        # Imported here: worker processes import this module too, before their memory limit,
+        # and never queue anything.
+        from sift.workers.fairqueue import FairQueue
+
         self._queue = FairQueue(workers)  # renders waiting for a worker, per caller
         self.broken: str | None = None  # why workers cannot start, while they cannot
         self._broken_at = 0.0
