@@ -37,3 +37,17 @@ def die() -> None:
 
 def allocate(nbytes: int) -> int:
     return len(bytearray(nbytes))
+
+
+def nap(value: str, seconds: float) -> str:
+    """A render that takes ``seconds`` of wall-clock time, then answers ``value``."""
+    import time
+
+    time.sleep(seconds)
+    return value
+
+
+def announce_then_backtrack(marker: str, n: int) -> bool:
+    """Say "running" (the marker file holds this worker's pid), then backtrack for minutes."""
+    Path(marker).write_text(str(os.getpid()))
+    return backtrack(n)

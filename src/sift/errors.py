@@ -18,13 +18,15 @@ code (a test keeps the two in step).
     │   └── HeaderTooLarge     (431 header_too_large)
     ├── RequestTimeout         (408 request_timeout)
     ├── Unauthorized           (401 unauthorized)
+    ├── ClientGone             (499 client_gone)       the client hung up; nobody reads the answer
     ├── HostNotAllowed         (403 host_not_allowed)
     ├── OriginNotAllowed       (403 origin_not_allowed)
     ├── NotFound               (404 not_found)
     ├── MethodNotAllowed       (405 method_not_allowed)
     ├── QuotaExceeded          (429 quota_exceeded)
     │   ├── ServiceBusy        (503 service_busy)
-    │   │   └── TooManyConnections (503 too_many_connections)
+    │   │   ├── TooManyConnections (503 too_many_connections)
+    │   │   └── RenderQueueTimeout (503 render_queue_timeout) dropped, still queued, at the deadline
     │   └── RateLimited        (429 rate_limited)
     ├── BrowserUnavailable     (503 browser_unavailable)  no Chromium / Playwright here
     ├── RenderUnavailable      (503 render_unavailable)  render workers cannot start
@@ -43,6 +45,8 @@ code (a test keeps the two in step).
         ├── UnsupportedEncoding     (502 unsupported_encoding)
         ├── UnsupportedContentType  (502 unsupported_content_type)
         ├── BrowserFailed      (502 browser_error)     the page crashed or the browser died
+        │   ├── BrowserMemoryExceeded (502 browser_memory_exceeded)
+        │   └── BrowserCpuExceeded    (502 browser_cpu_exceeded)
         └── UpstreamTimeout    (504 upstream_timeout)
             └── BrowserTimeout (504 browser_timeout)
 
@@ -153,6 +157,12 @@ class Unauthorized(SiftError):
     default_hint = "Send 'Authorization: Bearer <key>' with a key the operator issued."
 
 
+class ClientGone(SiftError):
+    code = "client_gone"
+    status = 499  # nginx's "client closed request": logged, never received by anyone
+    default_hint = "The client closed the connection before the answer was ready."
+
+
 class HostNotAllowed(SiftError):
     code = "host_not_allowed"
     status = 403
@@ -206,6 +216,16 @@ class TooManyConnections(ServiceBusy):
     default_hint = (
         "Every connection slot holds a request in progress; retry after the Retry-After "
         "delay, and reuse one kept-alive connection rather than opening many."
+    )
+
+
+class RenderQueueTimeout(ServiceBusy):
+    code = "render_queue_timeout"
+    default_hint = (
+        "Every render worker stayed busy until your request's deadline, so the render was "
+        "dropped before it started. Retry after the Retry-After delay, or raise timeout_s "
+        "within your class limit. Workers are shared out in turn between callers: your own "
+        "queued renders are the first ones this render waited behind."
     )
 
 
@@ -353,6 +373,23 @@ class BrowserFailed(UpstreamError):
     default_hint = (
         "The page crashed the browser tab (often: it used more memory than allowed) or the "
         "browser exited; retry, or fetch with engine=http."
+    )
+
+
+class BrowserMemoryExceeded(BrowserFailed):
+    code = "browser_memory_exceeded"
+    default_hint = (
+        "The page used more memory than a browser page may (browser.page_memory_bytes: its "
+        "whole renderer process, not just the JavaScript heap) and was stopped; fetch it "
+        "with engine=http, or a lighter page."
+    )
+
+
+class BrowserCpuExceeded(BrowserFailed):
+    code = "browser_cpu_exceeded"
+    default_hint = (
+        "The page used more CPU time than a browser page may (browser.page_cpu_s) and was "
+        "stopped; fetch it with engine=http, or a lighter page."
     )
 
 

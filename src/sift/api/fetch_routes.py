@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from sift.api.auth import authenticate
+from sift.api.disconnect import cancel_on_disconnect
 from sift.api.observe import OBSERVE_KEY
 from sift.api.schema import (
     ERROR_RESPONSES,
@@ -88,7 +89,14 @@ def _observe(request: Request, route: str, principal: Principal, url: str | None
 async def _run(request: Request, principal: Principal, opts: FetchOptions) -> Response:
     service: Service = request.app.state.service
     with service.inflight.hold(principal):  # per-caller fairness; see sift/service/inflight.py
-        body, cache = await service.fetch_json(principal, opts)
+        body = service.cached_json(principal, opts)  # a hit: answered without waiting
+        if body is not None:
+            cache = "hit"
+        else:
+            # A client that hangs up stops its fetch: its in-flight slot, its place in the
+            # render queue or its render worker are freed now, not when the work would end.
+            async with cancel_on_disconnect(request.receive):
+                body, cache = await service.fetch_json(principal, opts)
     request.scope[OBSERVE_KEY]["cache"] = cache
     return JSONBytes(body)
 

@@ -17,12 +17,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from sift.browser.netns import NetNamespace
 from sift.browser.proxy import GuardProxy, ProxyLimits
+from sift.browser.watchdog import find_browser_pid
 from sift.config import BrowserSettings
 from sift.errors import BrowserUnavailable
 from sift.fetch import Fetcher
@@ -44,6 +46,10 @@ _DISABLED_FEATURES = (
     "InterestFeedContentSuggestions",
     "CertificateTransparencyComponentUpdater",
     "DialMediaRouteProvider",
+    # The Reporting API and Network Error Logging post reports from the network service,
+    # where no page's request guard sees them (see writes.py).
+    "Reporting",
+    "NetworkErrorLogging",
 )
 
 
@@ -79,6 +85,9 @@ def chromium_flags(
         "--deny-permission-prompts",
         "--disable-notifications",
         f"--disable-features={','.join(_DISABLED_FEATURES)}",
+        # A shared worker runs outside its page's target, out of reach of the page's
+        # request guard (writes.py); pages do not need one to show their text.
+        "--disable-blink-features=SharedWorker",
         # A page allocating without end crashes its own tab, not the machine.
         f"--js-flags=--max-old-space-size={max(16, heap_bytes >> 20)}",
     ]
@@ -132,6 +141,9 @@ class Launcher:
         self.netns: NetNamespace | None = None
         self._netns_tried = False
         self.launches = 0
+        # Chromium's browser process, found by a marker switch on its command line: pages'
+        # renderer processes are found under it (watchdog.py). None where /proc cannot say.
+        self.browser_pid: int | None = None
 
     # -- state ---------------------------------------------------------------------------
 
@@ -225,16 +237,18 @@ class Launcher:
         deny_url = await self.start_proxy(self._deny)
         if self._pw is None:
             self._pw = await async_playwright().start()
+        # An unknown switch, ignored by Chromium: it only marks this launch's process.
+        marker = f"--sift-browser={secrets.token_hex(8)}"
+        flags = chromium_flags(
+            block_media=self.settings.block_media,
+            heap_bytes=self.settings.page_heap_bytes,
+            proxy_host=self.proxy_host,
+            guard=self._guard,
+        )
         async with asyncio.timeout(LAUNCH_TIMEOUT_S):
             browser = await self._pw.chromium.launch(
                 executable_path=executable,
-                args=chromium_flags(
-                    block_media=self.settings.block_media,
-                    heap_bytes=self.settings.page_heap_bytes,
-                    proxy_host=self.proxy_host,
-                    guard=self._guard,
-                )
-                + list(self._lab_args),
+                args=[*flags, marker, *self._lab_args],
                 proxy={"server": deny_url, "bypass": "<-loopback>"},
                 # As root Chromium refuses to run sandboxed; run sift as a user to keep it.
                 chromium_sandbox=os.geteuid() != 0,
@@ -243,6 +257,7 @@ class Launcher:
                 handle_sighup=False,
             )
         self.launches += 1
+        self.browser_pid = await asyncio.to_thread(find_browser_pid, marker)
         browser.on("disconnected", self._on_disconnect)
         log.info(
             "browser: Chromium %s started%s",

@@ -8,10 +8,15 @@ serialize the DOM in the page, refusing it past ``max_dom_bytes`` → close the 
 the proxy. Through a proxy Chromium's ``load`` event sometimes never fires (measured), so
 it is not waited for.
 
+While it loads, the page's renderer process is watched (``watchdog.py``: its whole memory
+and CPU time against the page budget, killed past either) and, for a restricted caller, its
+requests that could write to another origin are refused (``writes.py``).
+
 The result is a ``FetchResult`` whose body is the HTML the browser built, so the service
 caches and renders it like any fetched page. Errors: ``Blocked`` (the URL, a redirect or
 a navigation was refused), ``BrowserTimeout``, ``BrowserFailed`` (the tab crashed, e.g.
-over its heap; or the browser died), ``TooLarge`` (a budget was spent), and
+over its heap; or the browser died), its ``BrowserMemoryExceeded`` and ``BrowserCpuExceeded``
+(the watchdog stopped the page), ``TooLarge`` (a budget was spent), and
 ``BrowserUnavailable`` from the launcher.
 """
 
@@ -21,15 +26,19 @@ import asyncio
 import logging
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sift.browser.launcher import Launcher
 from sift.browser.limits import PageLimits, PageSlots
 from sift.browser.proxy import GuardProxy, ProxyLimits
+from sift.browser.watchdog import PageBudget, PageWatch, Stop, renderer_pids
+from sift.browser.writes import WriteGuard
 from sift.config import BrowserSettings
 from sift.errors import (
     Blocked,
+    BrowserCpuExceeded,
     BrowserFailed,
+    BrowserMemoryExceeded,
     BrowserTimeout,
     SiftError,
     TooLarge,
@@ -79,7 +88,16 @@ class Browser:
         self.slots = PageSlots(settings.max_pages)
         self.metrics = metrics
         self._guard = guard
+        self.budget = PageBudget(
+            settings.page_memory_bytes, settings.page_cpu_s, settings.page_nice
+        )
+        # Pages are created one at a time, so the renderer process that appears is the new
+        # page's (watchdog.py).
+        self._creating = asyncio.Lock()
+        self._unwatched_logged = False
         self.last_proxy: GuardProxy | None = None  # the latest page's proxy (tests read it)
+        self.last_writes: WriteGuard | None = None  # the latest restricted page's write guard
+        self.last_watch: PageWatch | None = None  # the latest page's watch (tests read it)
 
     @property
     def available(self) -> bool:
@@ -113,7 +131,12 @@ class Browser:
                 async with self.slots.take(caller, caller_pages, caller_class, class_pages):
                     browser = await self.launcher.browser()
                     result = await self._load(
-                        browser, target.url, policy, wait_for, started + deadline_s
+                        browser,
+                        target.url,
+                        policy,
+                        wait_for,
+                        started + deadline_s,
+                        restricted=caller_class == "restricted",
                     )
             outcome = "ok"
             return result
@@ -138,6 +161,8 @@ class Browser:
         policy: FetchPolicy,
         wait_for: str | None,
         deadline_at: float,
+        *,
+        restricted: bool,
     ) -> FetchResult:
         limits = self.limits
         proxy = GuardProxy(
@@ -148,6 +173,7 @@ class Browser:
         )
         self.last_proxy = proxy
         ctx: BrowserContext | None = None
+        writes: WriteGuard | None = None
         try:
             proxy_url = await self.launcher.start_proxy(proxy)
             ctx = await browser.new_context(
@@ -158,15 +184,39 @@ class Browser:
             )
             # Popups: window.open does nothing; any page opened another way is closed.
             await ctx.add_init_script(_NO_POPUPS_JS)
-            page = await ctx.new_page()
+            page, watch = await self._new_page(ctx)
             ctx.on("page", lambda p: _close_popup(p, page))
-            return await self._race(browser, page, proxy, url, wait_for, deadline_at)
+            if restricted:  # a restricted page reads other origins, never writes to them
+                writes = self.last_writes = WriteGuard(page)
+                await writes.start(ctx)
+            return await self._race(browser, page, proxy, url, wait_for, deadline_at, watch)
         finally:
-            if self.metrics is not None and proxy.stats.refused:
-                self.metrics.browser_blocked.inc(proxy.stats.refused)
+            refused = proxy.stats.refused + (len(writes.refused) if writes else 0)
+            if self.metrics is not None and refused:
+                self.metrics.browser_blocked.inc(refused)
+            if writes is not None:
+                await writes.close()
             if ctx is not None:
                 await self._close_context(ctx)
             await proxy.close()
+
+    async def _new_page(self, ctx: BrowserContext) -> tuple[Page, PageWatch | None]:
+        """A new page, and the watch on its renderer process (None if it cannot be found)."""
+        root = self.launcher.browser_pid
+        async with self._creating:
+            before = renderer_pids(root) if root is not None else set()
+            page = await ctx.new_page()
+            pids = renderer_pids(root) - before if root is not None else set()
+        if not pids:
+            if not self._unwatched_logged:
+                self._unwatched_logged = True
+                log.warning(
+                    "browser: cannot find pages' renderer processes in /proc; pages run "
+                    "without the memory and CPU watch (browser.page_memory_bytes, page_cpu_s)"
+                )
+            return page, None
+        watch = self.last_watch = PageWatch(frozenset(pids), self.budget)
+        return page, watch
 
     async def _race(
         self,
@@ -176,19 +226,25 @@ class Browser:
         url: str,
         wait_for: str | None,
         deadline_at: float,
+        watch: PageWatch | None,
     ) -> FetchResult:
-        """Run the navigation, ended early by a spent budget or a crashed tab."""
+        """Run the navigation, ended early by a spent budget, the watchdog or a crash."""
         crashed = asyncio.Event()
         page.on("crash", lambda _: crashed.set())
         work = asyncio.ensure_future(self._navigate(page, proxy, url, wait_for, deadline_at))
         spent = asyncio.ensure_future(proxy.spent.wait())
         crash = asyncio.ensure_future(crashed.wait())
+        tasks: list[asyncio.Future[Any]] = [work, spent, crash]
+        stopped: asyncio.Future[Stop] | None = None
+        if watch is not None:
+            stopped = asyncio.ensure_future(watch.run())
+            tasks.append(stopped)
         try:
-            await asyncio.wait({work, spent, crash}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for task in (work, spent, crash):
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(work, spent, crash, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
         if proxy.over_budget == "requests":
             raise TooLarge(
                 f"The page made more than {self.limits.max_subresources} requests; "
@@ -199,6 +255,8 @@ class Browser:
                 f"The page moved more than {self.limits.max_page_bytes} bytes; "
                 "the browser's limit per page is browser.max_page_bytes."
             )
+        if stopped is not None and not stopped.cancelled() and stopped.exception() is None:
+            raise self._stopped(stopped.result())
         if crashed.is_set():
             raise BrowserFailed("The page crashed its browser tab (over its memory limit?).")
         try:
@@ -242,6 +300,19 @@ class Browser:
             not_modified=False,
             etag=None,
             last_modified=None,
+        )
+
+    def _stopped(self, stop: Stop) -> SiftError:
+        """The error for a page the watchdog stopped."""
+        if stop.reason == "memory":
+            return BrowserMemoryExceeded(
+                f"The page used {stop.rss_bytes >> 20} MiB of memory, more than the "
+                f"{self.budget.memory_bytes >> 20} MiB a browser page may "
+                "(browser.page_memory_bytes); it was stopped."
+            )
+        return BrowserCpuExceeded(
+            f"The page used {stop.cpu_s:.1f} s of CPU time, more than the "
+            f"{self.budget.cpu_s:g} s a browser page may (browser.page_cpu_s); it was stopped."
         )
 
     def _translate(

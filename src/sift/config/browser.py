@@ -39,6 +39,29 @@ class BrowserSettings:
         default=256 << 20,
         metadata=doc("JavaScript heap per page; a page over it crashes its tab.", size=True),
     )
+    page_memory_bytes: int = field(
+        default=768 << 20,
+        metadata=doc(
+            "Memory one page may use in all (its renderer process's resident memory: "
+            "ArrayBuffers, WebAssembly, DOM, JavaScript heap); past it the page is stopped "
+            "within 0.1 s (browser_memory_exceeded).",
+            size=True,
+        ),
+    )
+    page_cpu_s: float = field(
+        default=5.0,
+        metadata=doc(
+            "CPU time one page may use (its renderer process, all threads); past it the "
+            "page is stopped (browser_cpu_exceeded)."
+        ),
+    )
+    page_nice: int = field(
+        default=10,
+        metadata=doc(
+            "Scheduling priority of pages' renderer processes (nice, 0-19): under "
+            "contention sift's own work comes first and pages share what is left."
+        ),
+    )
     block_media: bool = field(
         default=True,
         metadata=doc("Do not load images, fonts, audio and video (they do not change the text)."),
@@ -62,6 +85,12 @@ def check_browser(b: BrowserSettings, where: str) -> None:
             raise ConfigError(f"{where}: browser.{fname}: must be positive")
     if b.page_heap_bytes < 16 << 20:
         raise ConfigError(f"{where}: browser.page_heap_bytes: must be at least 16MiB")
+    if b.page_memory_bytes < 64 << 20:
+        raise ConfigError(f"{where}: browser.page_memory_bytes: must be at least 64MiB")
+    if not b.page_cpu_s > 0:
+        raise ConfigError(f"{where}: browser.page_cpu_s: must be above 0")
+    if not 0 <= b.page_nice <= 19:
+        raise ConfigError(f"{where}: browser.page_nice: use 0 to 19")
     if b.network_quiet_s < 0:
         raise ConfigError(f"{where}: browser.network_quiet_s: must be 0 or more")
     if b.netns not in ("auto", "on", "off"):

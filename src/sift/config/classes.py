@@ -63,8 +63,8 @@ class ClassSettings:
     max_inflight: int = field(
         default=16,
         metadata=doc(
-            "Fetches one caller may have in flight at once (/v1/fetch, MCP fetch); "
-            "more get 429 rate_limited with Retry-After."
+            "Requests one caller may have in flight at once (/v1/fetch, MCP fetch, "
+            "/v1/map, console render); more get 429 rate_limited with Retry-After."
         ),
     )
     browser: bool = field(

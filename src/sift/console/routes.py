@@ -5,7 +5,8 @@
   can say so; the key is checked exactly as the API checks it;
 - ``POST /console/render`` — ``{"markdown", "base_url"?}`` → ``{"html"}``, sanitised
   (``console/markdown.py``), for showing fetched markdown as HTML; rendered in the render
-  pool under a time limit (``504 render_timeout`` past it);
+  pool under a time limit (``504 render_timeout`` past it), counted against the caller's
+  ``max_inflight`` and queued in its turn like a fetch's render;
 - ``GET /docs`` — Swagger UI from the ``fastapi-offline`` package's copy
   (``/docs/assets/…``), never a CDN. (ReDoc is not served: its bundle reaches for a logo
   on its vendor's CDN, and one offline API browser is enough.)
@@ -18,6 +19,7 @@ served from memory.
 
 from __future__ import annotations
 
+import asyncio
 import mimetypes
 from importlib import resources
 from pathlib import PurePosixPath
@@ -27,6 +29,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from sift.api.auth import authenticate
+from sift.api.disconnect import cancel_on_disconnect
 from sift.api.fetch_routes import read_json
 from sift.console.markdown import render_markdown
 from sift.console.security import console_headers, docs_headers
@@ -115,8 +118,21 @@ def install_console(app: FastAPI) -> None:
             )
         limits = request.app.state.settings.classes.get(principal.caller_class)
         timeout_s = min(RENDER_TIMEOUT_S, limits.render_timeout_s)
-        pool = request.app.state.service.render_pool
-        html = await pool.run(render_markdown, text, base, timeout_s=timeout_s)
+        service = request.app.state.service
+        # Like a fetch: counted against the caller's max_inflight, in the caller's turn at
+        # the render workers, dropped if still queued past the class's timeout_s, and
+        # stopped when the client hangs up.
+        deadline = asyncio.get_running_loop().time() + limits.timeout_s
+        with service.inflight.hold(principal):
+            async with cancel_on_disconnect(request.receive):
+                html = await service.render_pool.run(
+                    render_markdown,
+                    text,
+                    base,
+                    timeout_s=timeout_s,
+                    caller=principal.name,
+                    deadline=deadline,
+                )
         return _json({"html": html})
 
     async def swagger() -> Response:

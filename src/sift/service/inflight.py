@@ -2,11 +2,13 @@
 
 The fetch connection pools are shared per class (``restricted``, ``fleet``). Without a cap,
 one caller opening hundreds of slow fetches holds every connection of its class's pool and
-everyone else waits behind it. ``InflightLimiter`` counts each caller's fetches in flight
-(``/v1/fetch``, both methods and the fast lane, and the MCP ``fetch`` tool) and refuses the
-one over ``classes.<class>.max_inflight`` at once, with ``429 rate_limited`` and
+everyone else waits behind it. ``InflightLimiter`` counts each caller's requests in flight
+on every interactive route that fetches or renders (``/v1/fetch``, both methods and the fast
+lane, the MCP ``fetch`` tool, ``/v1/map``, and the console's ``POST /console/render``) and
+refuses the one over ``classes.<class>.max_inflight`` at once, with ``429 rate_limited`` and
 ``Retry-After``, instead of queueing it: the caller decides whether to wait, and nothing it
-sends can occupy the server beyond its share.
+sends can occupy the server beyond its share. A request whose client hangs up gives its
+slot back at once (``api/disconnect.py``), not when its work would have ended.
 
 Counting is in-process and synchronous (no await between the check and the increment), so
 it is exact on the event loop without a lock. Batch targets are not counted here: the batch

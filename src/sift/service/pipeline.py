@@ -137,10 +137,8 @@ class Service:
         pipeline again. Only cache hits are remembered, so the bytes always say "hit".
         """
         key = (principal, options)
-        body = self._responses.get(key)
+        body = self.cached_json(principal, options)
         if body is not None:
-            self._cache_counters["hit"].inc()
-            self._counters.count("hit")
             return body, "hit"
         try:
             result, valid = await self._fetch(principal, options)
@@ -152,6 +150,16 @@ class Service:
             self._responses.put(key, valid, body)
         return body, result["cache"]
 
+    def cached_json(self, principal: Principal, options: FetchOptions) -> bytes | None:
+        """The bytes ``fetch_json`` would answer from its response cache (counted as a
+        hit), or None; synchronous, so a front end can serve a hit before it sets up
+        anything a longer fetch needs."""
+        body = self._responses.get((principal, options))
+        if body is not None:
+            self._cache_counters["hit"].inc()
+            self._counters.count("hit")
+        return body
+
     async def _fetch(
         self, principal: Principal, options: FetchOptions
     ) -> tuple[dict[str, Any], Memo | None]:
@@ -160,19 +168,21 @@ class Service:
         opts = req.opts
         engine = self._upstream.engine_for(opts)
         extra: tuple[str, ...] = ()
+        # The request's deadline: a render still waiting for a worker then is dropped.
+        deadline = asyncio.get_running_loop().time() + req.eff.timeout_s
         try:  # 2-4. cache, fetch, render: the snapshot this engine serves
-            snap, state, memo = await self._snapshot(req, engine)
+            snap, state, memo = await self._snapshot(req, engine, deadline)
         except SnapshotGone:
             if opts.engine != "auto":
                 raise
             engine = "browser"  # auto's continuation may point into a browser snapshot
-            snap, state, memo = await self._snapshot(req, engine)
+            snap, state, memo = await self._snapshot(req, engine, deadline)
         if self._upstream.wants_browser(opts, req.limits, engine, snap):
             # The page looks like a JavaScript shell: render what the browser builds instead.
             # Should the browser fail, the HTTP snapshot (fetched under the same guard)
             # is still the answer, with a warning.
             try:
-                snap, state, memo = await self._snapshot(req, "browser")
+                snap, state, memo = await self._snapshot(req, "browser", deadline)
                 engine = "browser"
             except SiftError as exc:
                 self.metrics.errors.labels(exc.code).inc()
@@ -183,7 +193,7 @@ class Service:
         return envelope(snap, opts, req.eff, state, req.limits.max_links, engine, extra), memo
 
     async def _snapshot(
-        self, req: Request, engine: Engine
+        self, req: Request, engine: Engine, deadline: float
     ) -> tuple[Snapshot, CacheState, Memo | None]:
         """The snapshot one engine serves for this request (cache, fetch or load, render)."""
         opts = req.opts
@@ -191,7 +201,9 @@ class Service:
         rkey = render_key_for(req.ropts, key)
         now = int(self._clock())
         if opts.digest is not None:
-            snap = await self._renderer.snapshot_at(key, opts.digest, req.ropts, rkey, now)
+            snap = await self._renderer.snapshot_at(
+                key, opts.digest, req.ropts, rkey, now, caller=req.principal.name, deadline=deadline
+            )
             return snap, "hit", None
         max_age_s = (
             opts.max_age_s if opts.max_age_s is not None else self.settings.cache.default_max_age_s
@@ -202,7 +214,7 @@ class Service:
         shared = self.policy_for(req.principal, req.limits.timeout_s)
         load = self._upstream.loader(req.principal, opts, engine)
         snap, state = await self._current_snapshot(
-            req, shared, robots, key, rkey, max_age_s, now, load
+            req, shared, robots, key, rkey, max_age_s, now, deadline, load
         )
         return snap, state, memo_for(self._cache, key, snap, max_age_s, state)
 
@@ -215,6 +227,7 @@ class Service:
         render_key: str,
         max_age_s: int,
         now: int,
+        deadline: float,
         load: Loader | None = None,
     ) -> tuple[Snapshot, CacheState]:
         """The page's snapshot, from the cache or one shared fetch under ``policy``.
@@ -228,9 +241,12 @@ class Service:
         work running in the background (a caller looping with tiny timeouts over slow URLs
         would otherwise pile up fetches beyond its in-flight cap).
         """
+        caller = req.principal.name
         page = await self._cache.page(page_key, now)  # 2. cache
         if page is not None and is_fresh(page, now, max_age_s):
-            snap = await self._renderer.snapshot(page, req.ropts, render_key, now, body=None)
+            snap = await self._renderer.snapshot(
+                page, req.ropts, render_key, now, None, caller=caller, deadline=deadline
+            )
             if snap is not None:
                 self._cache.keep_page(page_key, page)
                 return snap, "hit"
@@ -246,8 +262,8 @@ class Service:
             if load is not None:  # a browser load: the caller learns which engine was slow
                 raise BrowserTimeout(f"The page did not load within {wait_s:g} s.") from exc
             raise UpstreamTimeout(f"The fetch did not finish within {wait_s:g} s.") from exc
-        snap = await self._renderer.snapshot(  # 4. render
-            fresh, req.ropts, render_key, now, body=body, new_body=new_body
+        snap = await self._renderer.snapshot(  # 4. render, in the caller's turn
+            fresh, req.ropts, render_key, now, body, new_body, caller=caller, deadline=deadline
         )
         assert snap is not None  # the body was passed in, so rendering cannot miss it
         return snap, state

@@ -5,6 +5,13 @@ render pool, off the event loop under its time and memory limits (only small pla
 rendered in place, ``snapshot.renders_inline``), one render per key at a time (single
 flight), and the result stored. A render that timed out or ran out of memory is answered
 from memory for a while instead of taking a worker again.
+
+Renders wait for a worker in the pool's fair queue under the caller's name, dropped if still
+queued at the request's deadline. So the single flight is per caller as well: a render
+shared across callers would sit in its first caller's queue, under that caller's deadline,
+and another caller joining it could wait behind that caller's backlog. A flight nobody waits
+for any more (every client hung up) is cancelled: queued, it leaves the queue; running, its
+worker is killed.
 """
 
 from __future__ import annotations
@@ -42,12 +49,16 @@ class Renderer:
         now: int,
         body: bytes | None,
         new_body: bool = False,
+        *,
+        caller: str = "",
+        deadline: float | None = None,
     ) -> Snapshot | None:
         """The rendered snapshot of ``page``: hot cache, render cache, or a fresh render.
 
         ``None`` only when nothing is cached and ``body`` was not given and is gone. With
         ``new_body`` (just stored for the first time) the render cache is not asked: no
-        render of that digest can exist there yet.
+        render of that digest can exist there yet. A fresh render takes ``caller``'s turn in
+        the render queue and is dropped if still queued at ``deadline`` (event-loop time).
         """
         if new_body:
             snap = self._cache.hot_render(page.digest, render_key)
@@ -59,8 +70,11 @@ class Renderer:
                 if body is None:
                     return None
             snap = await self._flights.once(
-                ("render", page.digest, render_key),
-                lambda: self._render_and_store(page, body, ropts, render_key, now),
+                ("render", page.digest, render_key, caller),
+                lambda: self._render_and_store(
+                    page, body, ropts, render_key, now, caller, deadline
+                ),
+                cancel_abandoned=True,
             )
         if snap.fetched_at != page.fetched_at:
             snap = replace(snap, fetched_at=page.fetched_at)  # revalidated since it was rendered
@@ -71,7 +85,15 @@ class Renderer:
         return snap
 
     async def snapshot_at(
-        self, page_key: str, digest: str, ropts: RenderOptions, render_key: str, now: int
+        self,
+        page_key: str,
+        digest: str,
+        ropts: RenderOptions,
+        render_key: str,
+        now: int,
+        *,
+        caller: str = "",
+        deadline: float | None = None,
     ) -> Snapshot:
         """A continuation read: exactly the snapshot at ``digest``, never a newer copy."""
         snap = await self._cache.render(digest, render_key, now)
@@ -79,13 +101,22 @@ class Renderer:
             return snap
         page = await self._cache.page(page_key, now)
         if page is not None and page.digest == digest:
-            found = await self.snapshot(page, ropts, render_key, now, body=None)
+            found = await self.snapshot(
+                page, ropts, render_key, now, body=None, caller=caller, deadline=deadline
+            )
             if found is not None:
                 return found
         raise SnapshotGone(f"snapshot {digest} of this URL is no longer cached")
 
     async def _render_and_store(
-        self, page: PageEntry, body: bytes, ropts: RenderOptions, render_key: str, now: int
+        self,
+        page: PageEntry,
+        body: bytes,
+        ropts: RenderOptions,
+        render_key: str,
+        now: int,
+        caller: str,
+        deadline: float | None,
     ) -> Snapshot:
         charset = loads(page.headers_json or "{}").get("charset")
         args = (body, page.content_type, page.final_url, ropts, charset)
@@ -100,7 +131,9 @@ class Renderer:
             if failed is not None and failed[0] > now:
                 raise type(failed[1])(failed[1].message, hint=failed[1].hint)
             try:
-                rendered = await self.render_pool.run(render_call, *args, timeout_s=timeout_s)
+                rendered = await self.render_pool.run(
+                    render_call, *args, timeout_s=timeout_s, caller=caller, deadline=deadline
+                )
             except RenderFailed as exc:
                 if len(self._render_failures) >= RENDER_FAILURES_MAX:
                     self._render_failures.pop(next(iter(self._render_failures)))

@@ -11,6 +11,11 @@ runs in a worker *process* the pool owns, and the limits are enforced from outsi
   ``RenderFailed`` and exits (its heap may be fragmented); the pool starts a new one.
 - **Death.** A worker that dies mid-render (OOM killer, a crash in C code) is replaced and
   the render retried once on the new worker; a second death is ``RenderFailed``.
+- **Turns.** Renders wait for a worker in a ``FairQueue``: one queue per caller, the queued
+  caller served least recently first, so one caller's backlog of slow renders never stands
+  in front of another caller's render. A render still queued at its request's deadline is dropped
+  (``RenderQueueTimeout``); one whose caller is cancelled (the client hung up) leaves the
+  queue, or, already running, has its worker killed and replaced.
 - **Health.** A worker proves at start-up that it can render (it imports the renderer under
   its memory limit and renders a tiny page). While workers cannot start, ``broken`` names
   why and renders fail fast with ``RenderUnavailable`` (503); ``/healthz`` reports it.
@@ -49,6 +54,8 @@ START_TIMEOUT_S = 60.0
 # After a worker failed to start, renders fail fast for this long before the next attempt,
 # so a pool that cannot start workers does not spawn one per request.
 BROKEN_RETRY_S = 2.0
+# The health check's probe takes its turns in the render queue under this name.
+HEALTH_CALLER = "(health)"
 
 
 def _limit_memory(max_bytes: int | None) -> None:
@@ -157,6 +164,38 @@ class _Died(Exception):
     pass
 
 
+class _Cancelled(Exception):
+    """The caller stopped waiting: the job's worker was killed; nobody reads the answer."""
+
+
+class _Job:
+    """One admitted render, shared by the awaiting task and the pool thread running it.
+
+    ``cancel`` (from the event loop) kills the worker the job holds, if any; the thread
+    checks ``cancelled`` before it takes a worker. The lock makes "holds a worker" and
+    "cancelled" change together, so a cancel never kills a worker already handed back.
+    """
+
+    __slots__ = ("cancelled", "lock", "worker")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cancelled = False
+        self.worker: _Worker | None = None
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.cancelled = True
+            if self.worker is not None:
+                self.worker.proc.kill()  # the thread sees EOF and replaces it
+
+    def hold(self, worker: _Worker | None) -> bool:
+        """Record the worker the thread uses now (None: given back); False if cancelled."""
+        with self.lock:
+            self.worker = worker
+            return not self.cancelled
+
+
 class _Broken(Exception):
     pass
 
@@ -185,6 +224,11 @@ class RenderPool:
         self._closed = False
         self._busy = 0  # renders handed to the threads and not yet answered
         self._probe: asyncio.Future[str | None] | None = None  # the health check's render
+        # Imported here: worker processes import this module too, before their memory limit,
+        # and never queue anything.
+        from sift.workers.fairqueue import FairQueue
+
+        self._queue = FairQueue(workers)  # renders waiting for a worker, per caller
         self.broken: str | None = None  # why workers cannot start, while they cannot
         self._broken_at = 0.0
         self.replaced = 0  # workers killed or lost and started again (for tests and logs)
@@ -202,6 +246,7 @@ class RenderPool:
 
     def close(self) -> None:
         """Stop every worker; renders still running are killed. Idempotent."""
+        self._queue.close()  # queued renders fail fast ("shut down")
         with self._lock:
             self._closed = True
             workers, self._all = list(self._all), set()
@@ -244,20 +289,61 @@ class RenderPool:
 
     # -- running --------------------------------------------------------------------------
 
-    async def run(self, fn: Callable[..., T], *args: Any, timeout_s: float) -> T:
-        """``fn(*args)`` in a worker, killed after ``timeout_s`` of wall-clock time."""
+    async def run(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        timeout_s: float,
+        caller: str = "",
+        deadline: float | None = None,
+    ) -> T:
+        """``fn(*args)`` in a worker, killed after ``timeout_s`` of wall-clock time.
+
+        It waits for ``caller``'s turn at a worker (``FairQueue``); still
+        queued at ``deadline`` (an event-loop time; ``None``: no deadline) it is dropped
+        with ``RenderQueueTimeout``. Cancelled while queued, it leaves the queue; cancelled
+        while running, its worker is killed and replaced.
+        """
         if self._threads is None:
             self.start()
         threads = self._threads
         if threads is None:
             raise RenderUnavailable("the render pool is shut down")
-        loop = asyncio.get_running_loop()
         self._busy += 1
         try:
-            result: T = await loop.run_in_executor(threads, self._call, fn, args, timeout_s)
+            await self._queue.acquire(caller, deadline)
+            try:
+                return await self._run_admitted(threads, fn, args, timeout_s)
+            finally:
+                self._queue.release()
         finally:
             self._busy -= 1
+
+    async def _run_admitted(
+        self,
+        threads: ThreadPoolExecutor,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+        timeout_s: float,
+    ) -> T:
+        job = _Job()
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(threads, self._call, job, fn, args, timeout_s)
+        try:
+            result: T = await future
+        except asyncio.CancelledError:
+            job.cancel()  # a render nobody waits for stops now, not at its time limit
+            raise
         return result
+
+    def queued(self, caller: str | None = None) -> int:
+        """Renders waiting for a worker (every caller's, or one caller's)."""
+        return self._queue.queued(caller)
+
+    @property
+    def admitted(self) -> int:
+        """Renders that have their turn: running, or about to take a worker."""
+        return self._queue.in_use
 
     async def check(self, wait_s: float = 2.0) -> str | None:
         """Why rendering cannot work now, or None. Proves it with a tiny render when a
@@ -277,14 +363,16 @@ class RenderPool:
 
     async def _probe_once(self) -> str | None:
         try:
-            await self.run(_selftest, timeout_s=START_TIMEOUT_S)
+            await self.run(_selftest, timeout_s=START_TIMEOUT_S, caller=HEALTH_CALLER)
         except RenderUnavailable as exc:
             return self.broken or exc.message
         except SiftError:
             return None  # a slow or failed render: that worker was replaced, not broken
         return None
 
-    def _call(self, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float) -> Any:
+    def _call(
+        self, job: _Job, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float
+    ) -> Any:
         """Blocking: run one job on an idle worker (in a pool thread)."""
         deaths = 0
         while True:
@@ -294,9 +382,15 @@ class RenderPool:
             if worker is None:
                 self._idle.put(None)  # for the next waiting thread
                 raise RenderUnavailable("the render pool is shut down")
+            if not job.hold(worker):
+                self._idle.put(worker)
+                raise _Cancelled
             try:
                 result = self._call_on(worker, fn, args, timeout_s)
             except _Died as exc:
+                if not job.hold(None):
+                    self._replace(worker)  # killed because nobody waits: not a death
+                    raise _Cancelled from None
                 log.warning("a render worker died (%s); replaced", exc)
                 self._replace(worker)
                 deaths += 1
@@ -306,23 +400,35 @@ class RenderPool:
                     ) from None
                 continue  # once more, on the new worker
             except _Broken as exc:
+                if not job.hold(None):
+                    self._replace(worker)  # killed while starting, because nobody waits
+                    raise _Cancelled from None
                 if self.broken is None:
                     log.error("render workers cannot start: %s", exc)
                 self.broken, self._broken_at = str(exc), time.monotonic()
                 self._replace(worker)
                 raise RenderUnavailable(f"render workers cannot start: {exc}") from None
             except RenderTimeout:
+                job.hold(None)
                 log.warning("a render hit its %g s limit; its worker was killed", timeout_s)
                 self._replace(worker)
                 raise
             except RenderFailed:
+                job.hold(None)
                 self._replace(worker)  # out of memory: the worker has exited
                 raise
             except BaseException:
-                self._idle.put(worker)
+                self._give_back(job, worker)
                 raise
-            self._idle.put(worker)
+            self._give_back(job, worker)
             return result
+
+    def _give_back(self, job: _Job, worker: _Worker) -> None:
+        """Return a worker that answered; one a cancel may have just killed is replaced."""
+        if job.hold(None):
+            self._idle.put(worker)
+        else:
+            self._replace(worker)
 
     def _call_on(
         self, worker: _Worker, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float
