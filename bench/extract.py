@@ -39,6 +39,7 @@ import argparse
 import gc
 import gzip
 import json
+import os
 import re
 import subprocess
 import sys
@@ -49,7 +50,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared/bench/extraction"
+
+
+def _data_dir() -> Path:
+    """The shared sets: ``$SIFT_EXTRACTION_DATA``, else ``shared/`` beside the clone (a
+    worktree under ``wt/`` looks one level higher)."""
+    env = os.environ.get("SIFT_EXTRACTION_DATA")
+    if env:
+        return Path(env)
+    for up in (ROOT.parent, ROOT.parent.parent):
+        if (up / "shared/bench/extraction").is_dir():
+            return up / "shared/bench/extraction"
+    return ROOT.parent / "shared/bench/extraction"
+
+
+DATA = _data_dir()
 SETS = {
     "scrapinghub": DATA / "scrapinghub-article-extraction-benchmark",
     "wcxb": DATA / "wcxb-dev",
