@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck pytest bench fmt clean
+.PHONY: serve test lint typecheck pytest bench train fmt clean
 
 # Re-install only when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -35,6 +35,11 @@ fmt: $(STAMP)
 # Benchmarks need the baselines in the `bench` extra.
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser,bench]'
+
+# Rebuild the shipped extraction model from the shared sets (deterministic: same bytes twice),
+# with the fold models bench/extract.py --only "sift text (cv)" scores pages with.
+train: bench
+	$(BIN)/python bench/train_extract.py --folds-out bench/.cache/extract-folds.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

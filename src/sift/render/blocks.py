@@ -26,6 +26,7 @@ from typing import Any
 
 from sift.render.extract import Selection, is_title_heading
 from sift.render.markdown import BLOCK_TAGS
+from sift.render.pagekind import PAGE_FEATURES
 from sift.render.pagetree import PageTree
 
 _TAG_GROUPS: dict[str, str] = {
@@ -89,6 +90,8 @@ FEATURES: tuple[str, ...] = (
     "grand_link_share",
     "grand_para_share",
     "in_container",
+    "before_container",
+    "after_container",
     "rules_kept",
     "in_chrome",
     "in_card",
@@ -102,6 +105,27 @@ FEATURES: tuple[str, ...] = (
     "discussion",
     "product",
     "listing",
+    *(f"page_{f}" for f in PAGE_FEATURES),
+)
+
+# The second stage reads the first stage's probabilities around each block: a block among
+# content is content (reading order is coherent), one among chrome is chrome.
+CONTEXT_FEATURES: tuple[str, ...] = (
+    "p",
+    "p_prev",
+    "p_next",
+    "p_window_2",
+    "p_window_5",
+    "p_window_15",
+    "p_page",
+    "kept_share",
+    "log_chars",
+    "link_share",
+    "rules_kept",
+    "position",
+)
+_CONTEXT_COLUMNS = tuple(
+    FEATURES.index(f) for f in ("log_chars", "link_share", "rules_kept", "position")
 )
 
 _PUNCT = re.compile(r"[.,;:!?]")
@@ -181,8 +205,11 @@ def _share(part: int, whole: int) -> float:
     return part / whole if whole else 0.0
 
 
-def page_blocks(sel: Selection, *, discussion: bool, product: bool) -> Blocks:
-    """The page's blocks and their features, from what the rules measured (``sel``)."""
+def page_blocks(
+    sel: Selection, *, discussion: bool, product: bool, page_row: list[float]
+) -> Blocks:
+    """The page's blocks and their features, from what the rules measured (``sel``) and
+    the page-type features of the page (``page_row``)."""
     t = sel.tree
     assert t is not None
     blk = _block_of(t)
@@ -199,6 +226,7 @@ def page_blocks(sel: Selection, *, discussion: bool, product: bool) -> Blocks:
                     blink[b] += c
     ids = [b for b in ids if bown[b]]
     inside, kept = _rules_kept(t, sel)
+    top = t.index.get(sel.container, 0)
     region, depth, chrome = _ancestry(t, sel)
     cards = _spread(sel.cards, t.parent)
     total0 = t.total[0] or 1
@@ -210,6 +238,7 @@ def page_blocks(sel: Selection, *, discussion: bool, product: bool) -> Blocks:
         float(discussion),
         float(product),
         float(sel.listing),
+        *page_row,
     ]
     texts: list[str] = []
     rows: list[list[float]] = []
@@ -222,6 +251,8 @@ def page_blocks(sel: Selection, *, discussion: bool, product: bool) -> Blocks:
         row.extend(
             (
                 float(inside[b]),
+                float(b < top),
+                float(b > top and not inside[b]),
                 float(kept[b]),
                 float(chrome[b]),
                 float(cards[b]),
@@ -294,3 +325,28 @@ def _add_neighbours(rows: list[list[float]], page: list[float]) -> None:
         row.extend(own[k - 1] if k > 0 else edge)
         row.extend(own[k + 1] if k + 1 < len(rows) else edge)
         row.extend(page)
+
+
+def context_rows(rows: list[list[float]], probs: list[float]) -> list[list[float]]:
+    """One ``CONTEXT_FEATURES`` row per block, from the first stage's ``probs``."""
+    n = len(probs)
+    if not n:
+        return []
+    lc = _CONTEXT_COLUMNS[0]
+    sizes = [math.expm1(r[lc]) for r in rows]
+    total = sum(sizes) or 1.0
+    kept_share = sum(c for c, p in zip(sizes, probs, strict=True) if p >= 0.5) / total
+    mean = sum(probs) / n
+    prefix = [0.0]
+    for p in probs:
+        prefix.append(prefix[-1] + p)
+    out = []
+    for i, p in enumerate(probs):
+        row = [p, probs[i - 1] if i else 0.0, probs[i + 1] if i + 1 < n else 0.0]
+        for k in (2, 5, 15):
+            a, b = max(0, i - k), min(n, i + k + 1)
+            row.append((prefix[b] - prefix[a] - p) / max(1, b - a - 1))
+        row.extend((mean, kept_share))
+        row.extend(rows[i][c] for c in _CONTEXT_COLUMNS)
+        out.append(row)
+    return out

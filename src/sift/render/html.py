@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 from lxml import etree
 
 from sift.errors import BadRequest
-from sift.render import dom, pagetype
+from sift.render import dom, metadata, pagetype
 from sift.render.cap import cap
 from sift.render.learned import DEFAULT_MODEL, choose
 from sift.render.markdown import Emitter, escape_paragraph
@@ -69,6 +69,7 @@ class Page:
     base_url: str
     script_chars: int
     info: pagetype.PageInfo
+    metadata: dict[str, Any]
 
 
 def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) -> Page | None:
@@ -86,12 +87,14 @@ def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) ->
             base_url = url
     title, lang, script_chars = dom.title_of(root), dom.lang_of(root), _script_chars(root)
     info = pagetype.page_info(root)
+    meta = metadata.read(root, info, base_url=base_url, lang=lang)
     dom.clean(root)
     for sel in excludes or ():
         for el in sel(root):
             dom.remove(el)
     body = root.find("body")
-    return Page(root, root if body is None else body, title, lang, base_url, script_chars, info)
+    body = root if body is None else body
+    return Page(root, body, title, lang, base_url, script_chars, info, meta)
 
 
 def render_html(
@@ -112,16 +115,27 @@ def render_html(
     budget = _Budget(options.max_bytes)
     if chooser is not None:
         content = _render_selected(page, chooser, options, links, budget, warnings)
-        return Rendered(page.title, page.lang, content, links or [], warnings, "sift-selector")
+        return Rendered(
+            page.title,
+            page.lang,
+            content,
+            links or [],
+            warnings,
+            "sift-selector",
+            metadata=page.metadata,
+        )
     body, base_url = page.body, page.base_url
     container: Any = body
     skip = None
     extractor = "sift-page"
     page_chars, best_score = 0, 0.0
+    kind: str | None = None
     if options.main_content:
         if model is DEFAULT_MODEL:
             model = load_model()
-        chosen = choose(body, title=page.title, info=page.info, base_url=base_url, model=model)
+        chosen, kind = choose(
+            body, title=page.title, info=page.info, base_url=base_url, model=model
+        )
         container, skip, extractor = chosen.container, chosen.skip, "sift"
         page_chars, best_score = chosen.text_chars, chosen.score
     content = _emit(container, skip, options, base_url, links, budget)
@@ -147,7 +161,9 @@ def render_html(
         JS_SHELL_SCRIPT_CHARS, 5 * visible
     ):
         warnings.append("js_required_suspected")
-    return Rendered(page.title, page.lang, content, links or [], warnings, extractor)
+    return Rendered(
+        page.title, page.lang, content, links or [], warnings, extractor, kind, page.metadata
+    )
 
 
 def _render_selected(

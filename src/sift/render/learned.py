@@ -1,12 +1,14 @@
 """Main content chosen by the block classifier, on top of the rules.
 
 The rules (``extract.select``) run first: their container, chrome marks, cards and emitter
-verdicts become features of every text block (``blocks``). The model then scores each block
-and keeps those above its threshold. The output is still one reading order: the content is
-the deepest element holding every kept block, emitted in document order, and the emitter
-skips exactly the subtrees that hold no kept block (so a kept block's inline text is never
-cut, and a dropped block's words never appear unless a kept block sits inside it). The
-document title's heading is left out as before (``Rendered.title`` carries it).
+verdicts become features of every text block (``blocks``). The first ensemble scores each
+block; the second (``context``) reads those scores around each block (neighbours, windows,
+the page's mean) and keeps the blocks above its threshold. The output is still one reading
+order: the content is the deepest element holding every kept block, emitted in document
+order, and the emitter skips exactly the subtrees that hold no kept block (so a kept
+block's inline text is never cut, and a dropped block's words never appear unless a kept
+block sits inside it). The document title's heading is left out as before
+(``Rendered.title`` carries it).
 
 Without a usable model (or when it keeps nothing) the rules' selection is used as is.
 """
@@ -15,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sift.render.blocks import Blocks, page_blocks
+from sift.render.blocks import Blocks, context_rows, page_blocks
 from sift.render.extract import Selection, host_of, is_title_heading, select
 from sift.render.markdown import BLOCK_TAGS
 from sift.render.model import Model
+from sift.render.pagekind import page_features, page_type
 from sift.render.pagetree import common_ancestor
 from sift.render.pagetype import PageInfo
 
@@ -35,16 +38,25 @@ DEFAULT_MODEL: Any = _Default()
 
 def choose(
     body: Any, *, title: str | None, info: PageInfo, base_url: str, model: Model | None
-) -> Selection:
-    """The content of a cleaned page: the rules' selection, refined by ``model``."""
+) -> tuple[Selection, str]:
+    """The content of a cleaned page (the rules' selection, refined by ``model``) and the
+    page's type (``other`` without a model)."""
     sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url))
-    ens = model.ensembles.get("blocks") if model is not None else None
+    if model is None:
+        return sel, "other"
+    row = page_features(body, info, sel)
+    kind = page_type(model, row)
+    ens = model.ensembles.get("blocks")
     if ens is None or sel.tree is None:
-        return sel
-    blocks = page_blocks(sel, discussion=info.discussion, product=info.product)
-    threshold = ens.threshold
-    keep = [ens.probability(row) >= threshold for row in blocks.rows]
-    return apply(sel, blocks, keep)
+        return sel, kind
+    blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
+    probs = [ens.probability(r) for r in blocks.rows]
+    context = model.ensembles.get("context")
+    if context is not None:
+        ens = context
+        probs = [ens.probability(r) for r in context_rows(blocks.rows, probs)]
+    keep = [p >= ens.threshold for p in probs]
+    return apply(sel, blocks, keep), kind
 
 
 def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:

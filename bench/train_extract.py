@@ -1,0 +1,404 @@
+"""Train the block classifier and the page-type classifier; write the shipped model file.
+
+Reproducible: the shared sets (``bench/extract.py`` finds them), a fixed site-to-fold
+assignment, LightGBM on one thread with ``deterministic=True`` and fixed seeds, and a
+canonical JSON dump, so two runs on the same data write the same bytes.
+
+Steps: every page of both sets is decoded, parsed, cleaned and run through the rules exactly
+as ``render`` does; each text block gets its feature row (``sift.render.blocks``) and a label
+(share of its word bigrams found in the page's ground truth, >= ``LABEL_SHARE``: content).
+Grouped k-fold cross-validation (grouped by site: no page is scored by a model that saw its
+site) gives block-level and page-level scores; the final model is trained on everything and
+exported as plain arrays to ``src/sift/render/extract_model.json`` with the training-data
+hash, the feature lists, the CV scores and ``RENDER_VERSION``.
+
+    .venv/bin/python bench/train_extract.py [--folds 5] [--out PATH] [--limit N]
+        [--folds-out PATH]
+
+``--folds-out`` also writes the k fold models (each trained without its fold's sites), so
+``bench/extract.py --cv`` scores every page with a model that never saw its site.
+``--limit N`` keeps the first N pages of each set (the determinism test uses it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import itertools
+
+from extract import SETS, Page, fold_of, load_set, site_of, word_f1
+from sift.render.blocks import CONTEXT_FEATURES, FEATURES, context_rows
+from sift.render.decode import decode
+from sift.render.extract import host_of, select
+from sift.render.html import prepare
+from sift.render.model import FORMAT
+from sift.render.options import RENDER_VERSION
+from sift.render.pagekind import PAGE_FEATURES, PAGE_TYPES, page_features
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "src/sift/render/extract_model.json"
+LABEL_SHARE = 0.5
+SEED = 7
+_WORD = re.compile(r"\w+")
+
+BLOCK_PARAMS: dict[str, Any] = {
+    "objective": "binary",
+    "learning_rate": 0.1,
+    "num_leaves": 15,
+    "max_depth": 6,
+    "min_data_in_leaf": 40,
+    "feature_fraction": 0.9,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambda_l2": 1.0,
+    "num_threads": 1,
+    "deterministic": True,
+    "force_row_wise": True,
+    "seed": SEED,
+    "verbosity": -1,
+}
+BLOCK_ROUNDS = 120
+PAGE_PARAMS: dict[str, Any] = {
+    **BLOCK_PARAMS,
+    "objective": "multiclass",
+    "num_class": len(PAGE_TYPES),
+    "num_leaves": 7,
+    "max_depth": 4,
+    "min_data_in_leaf": 10,
+}
+PAGE_ROUNDS = 80
+CONTEXT_PARAMS: dict[str, Any] = {**BLOCK_PARAMS, "num_leaves": 15, "max_depth": 5}
+CONTEXT_ROUNDS = 60
+
+
+@dataclass
+class PageRows:
+    """One page's block rows, labels and texts, and its page-type row."""
+
+    key: str
+    site: str
+    kind: str
+    truth: str
+    rows: list[list[float]]
+    labels: list[int]
+    texts: list[str]
+    page_row: list[float]
+
+
+def _tokens(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def label_blocks(texts: list[str], truth: str) -> list[int]:
+    """1 for a block whose word bigrams (single words for one-word blocks) are mostly in
+    the ground truth, else 0."""
+    words = _tokens(truth)
+    unigrams = set(words)
+    bigrams = set(itertools.pairwise(words))
+    out = []
+    for text in texts:
+        toks = _tokens(text)
+        if len(toks) >= 2:
+            pairs = list(itertools.pairwise(toks))
+            share = sum(1 for p in pairs if p in bigrams) / len(pairs)
+        elif toks:
+            share = 1.0 if toks[0] in unigrams else 0.0
+        else:
+            share = 0.0
+        out.append(1 if share >= LABEL_SHARE else 0)
+    return out
+
+
+def featurize(page: Page) -> PageRows | None:
+    from sift.render.blocks import page_blocks
+
+    text, _codec = decode(page.body, None)
+    prepared = prepare(text.encode("utf-8", errors="replace"), url=page.url)
+    if prepared is None:
+        return None
+    info = prepared.info
+    sel = select(
+        prepared.body,
+        title=prepared.title,
+        discussion=info.discussion,
+        host=host_of(prepared.base_url),
+    )
+    page_row = page_features(prepared.body, info, sel)
+    blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=page_row)
+    return PageRows(
+        page.key,
+        site_of(page.url) or page.key,
+        page.kind,
+        page.truth,
+        blocks.rows,
+        label_blocks(blocks.texts, page.truth),
+        blocks.texts,
+        page_row,
+    )
+
+
+def data_hash(names: list[str]) -> str:
+    h = hashlib.sha256()
+    for name in names:
+        root = SETS[name]
+        h.update((root / "ground-truth.json").read_bytes())
+        for path in sorted((root / "html").iterdir()):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+# ---- training and export -------------------------------------------------------------------
+
+
+def train(params: dict[str, Any], rounds: int, rows: list[list[float]], labels: list[int]) -> Any:
+    import lightgbm as lgb
+    import numpy as np
+
+    data = lgb.Dataset(
+        np.asarray(rows, dtype=np.float64),
+        label=np.asarray(labels),
+        params={"verbosity": -1},
+        free_raw_data=True,
+    )
+    return lgb.train(params, data, num_boost_round=rounds)
+
+
+def _flatten(node: dict[str, Any], tree: dict[str, list[Any]]) -> int:
+    """Append ``node`` to the flat arrays; returns its index (a leaf ``k`` is ``~k``)."""
+    if "leaf_value" in node:
+        tree["value"].append(round(float(node["leaf_value"]), 12))
+        return ~(len(tree["value"]) - 1)
+    if node.get("decision_type", "<=") != "<=":
+        raise ValueError("only <= splits are exported")
+    k = len(tree["feature"])
+    tree["feature"].append(int(node["split_feature"]))
+    tree["threshold"].append(float(node["threshold"]))
+    tree["left"].append(0)
+    tree["right"].append(0)
+    tree["left"][k] = _flatten(node["left_child"], tree)
+    tree["right"][k] = _flatten(node["right_child"], tree)
+    return k
+
+
+def export(booster: Any, n_class: int) -> list[list[dict[str, list[Any]]]]:
+    """The booster's trees as flat arrays, one list of trees per class."""
+    per_class: list[list[dict[str, list[Any]]]] = [[] for _ in range(n_class)]
+    for i, info in enumerate(booster.dump_model()["tree_info"]):
+        tree: dict[str, list[Any]] = {"feature": [], "threshold": [], "left": [], "right": []}
+        tree["value"] = []
+        _flatten(info["tree_structure"], tree)
+        per_class[i % n_class].append(tree)
+    return per_class
+
+
+def predict_blocks(booster: Any, rows: list[list[float]]) -> list[float]:
+    import numpy as np
+
+    return [float(p) for p in booster.predict(np.asarray(rows, dtype=np.float64))] if rows else []
+
+
+# ---- cross-validation ----------------------------------------------------------------------
+
+
+def _auc(scores: list[float], labels: list[int]) -> float:
+    pairs = sorted(zip(scores, labels, strict=True))
+    pos = sum(labels)
+    neg = len(labels) - pos
+    if not pos or not neg:
+        return 0.0
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        avg = (i + j + 1) / 2
+        rank_sum += avg * sum(label for _, label in pairs[i:j])
+        i = j
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+
+
+@dataclass
+class Fitted:
+    """The three models of one training: blocks, context (second stage), page type."""
+
+    blocks: Any
+    context: Any
+    page_type: Any
+
+    def block_probs(self, rows: list[list[float]]) -> list[float]:
+        first = predict_blocks(self.blocks, rows)
+        return predict_blocks(self.context, context_rows(rows, first))
+
+    def kind(self, row: list[float]) -> str:
+        import numpy as np
+
+        probs = self.page_type.predict(np.asarray([row], dtype=np.float64))[0]
+        return PAGE_TYPES[max(range(len(PAGE_TYPES)), key=lambda c: probs[c])]
+
+
+def _train_blocks(pages: list[PageRows]) -> Any:
+    return train(
+        BLOCK_PARAMS,
+        BLOCK_ROUNDS,
+        [r for p in pages for r in p.rows],
+        [y for p in pages for y in p.labels],
+    )
+
+
+def fit(pages: list[PageRows], k: int, skip: int | None = None) -> Fitted:
+    """Train on every page outside fold ``skip``. The context stage learns from first-stage
+    probabilities that are themselves out of fold (nested: each from a model trained
+    without that page's fold), as it will see them on new pages."""
+    own = [p for p in pages if fold_of(p.site, k) != skip]
+    inner: dict[str, list[float]] = {}
+    for g in range(k):
+        if g == skip:
+            continue
+        model = _train_blocks([p for p in own if fold_of(p.site, k) != g])
+        for p in own:
+            if fold_of(p.site, k) == g:
+                inner[p.key] = predict_blocks(model, p.rows)
+    context = train(
+        CONTEXT_PARAMS,
+        CONTEXT_ROUNDS,
+        [r for p in own for r in context_rows(p.rows, inner[p.key])],
+        [y for p in own for y in p.labels],
+    )
+    page_type = train(
+        PAGE_PARAMS,
+        PAGE_ROUNDS,
+        [p.page_row for p in own],
+        [PAGE_TYPES.index(p.kind) if p.kind in PAGE_TYPES else 0 for p in own],
+    )
+    return Fitted(_train_blocks(own), context, page_type)
+
+
+def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[Fitted]]:
+    """Grouped k-fold scores (block AUC and accuracy, word F1 of the kept blocks' text per
+    page kind, page-type accuracy and confusion matrix) and the k fold models."""
+    oof: dict[str, list[float]] = {}
+    type_oof: dict[str, str] = {}
+    folds = []
+    for f in range(k):
+        fitted = fit(pages, k, skip=f)
+        for p in pages:
+            if fold_of(p.site, k) == f:
+                oof[p.key] = fitted.block_probs(p.rows)
+                type_oof[p.key] = fitted.kind(p.page_row)
+        folds.append(fitted)
+        print(f"  fold {f} done", file=sys.stderr)
+    scores = [s for p in pages for s in oof[p.key]]
+    labels = [y for p in pages for y in p.labels]
+    acc = sum(1 for s, y in zip(scores, labels, strict=True) if (s >= 0.5) == y)
+    per_kind: dict[str, list[float]] = {}
+    for p in pages:
+        kept = " ".join(t for t, s in zip(p.texts, oof[p.key], strict=True) if s >= 0.5)
+        per_kind.setdefault(p.kind, []).append(word_f1(kept, p.truth))
+    typed = [p for p in pages if p.kind in PAGE_TYPES]
+    confusion: dict[str, dict[str, int]] = {}
+    for p in typed:
+        row = confusion.setdefault(p.kind, {})
+        row[type_oof[p.key]] = row.get(type_oof[p.key], 0) + 1
+    right = sum(1 for p in typed if type_oof[p.key] == p.kind)
+    cv = {
+        "folds": k,
+        "block_auc": round(_auc(scores, labels), 4),
+        "block_accuracy": round(acc / max(1, len(labels)), 4),
+        "blocks": len(labels),
+        "kept_blocks_word_f1": {
+            kind: round(sum(v) / len(v), 4) for kind, v in sorted(per_kind.items())
+        },
+        "page_type_accuracy": round(right / max(1, len(typed)), 4),
+        "page_type_confusion": {a: dict(sorted(b.items())) for a, b in sorted(confusion.items())},
+    }
+    return cv, folds
+
+
+def model_file(fitted: Fitted, meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "render_version": RENDER_VERSION,
+        **meta,
+        "ensembles": {
+            "blocks": {"features": list(FEATURES), "trees": export(fitted.blocks, 1)},
+            "context": {
+                "features": list(CONTEXT_FEATURES),
+                "threshold": 0.5,
+                "trees": export(fitted.context, 1),
+            },
+            "page_type": {
+                "features": list(PAGE_FEATURES),
+                "classes": list(PAGE_TYPES),
+                "trees": export(fitted.page_type, len(PAGE_TYPES)),
+            },
+        },
+    }
+
+
+def dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n"
+
+
+def load_pages(limit: int | None) -> tuple[list[PageRows], list[str]]:
+    names = sorted(SETS)
+    out = []
+    for name in names:
+        pages = load_set(name, None)
+        if limit:
+            pages = pages[:limit]
+        for page in pages:
+            rows = featurize(page)
+            if rows is not None and rows.rows:
+                out.append(rows)
+    return out, names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--folds-out", type=Path, help="also write the k fold models here")
+    parser.add_argument("--limit", type=int, help="first N pages of each set only")
+    parser.add_argument("--no-cv", action="store_true", help="skip cross-validation")
+    args = parser.parse_args(argv)
+
+    start = time.process_time()
+    pages, names = load_pages(args.limit)
+    print(f"{len(pages)} pages featurised in {time.process_time() - start:.0f}s", file=sys.stderr)
+    meta: dict[str, Any] = {
+        "data_sha256": data_hash(names) if not args.limit else f"first {args.limit} of each set",
+        "sets": names,
+        "label_share": LABEL_SHARE,
+        "block_params": {**BLOCK_PARAMS, "rounds": BLOCK_ROUNDS},
+        "context_params": {**CONTEXT_PARAMS, "rounds": CONTEXT_ROUNDS},
+        "page_params": {**PAGE_PARAMS, "rounds": PAGE_ROUNDS},
+    }
+    if not args.no_cv:
+        meta["cv"], folds = cross_validate(pages, args.folds)
+        print(json.dumps(meta["cv"], indent=1), file=sys.stderr)
+        if args.folds_out:
+            fold_files = {"folds": args.folds, "models": [model_file(f, {}) for f in folds]}
+            args.folds_out.parent.mkdir(parents=True, exist_ok=True)
+            args.folds_out.write_text(dump(fold_files), "utf-8")
+    final = fit(pages, args.folds)
+    args.out.write_text(dump(model_file(final, meta)), "utf-8")
+    size = args.out.stat().st_size
+    print(f"wrote {args.out} ({size / 1e6:.2f} MB) in {time.process_time() - start:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
