@@ -88,6 +88,7 @@ class PageRows:
     """One page's block rows, labels and texts, and its page-type row."""
 
     key: str
+    set_name: str
     site: str
     kind: str
     truth: str
@@ -121,7 +122,7 @@ def label_blocks(texts: list[str], truth: str) -> list[int]:
     return out
 
 
-def featurize(page: Page) -> PageRows | None:
+def featurize(page: Page, set_name: str) -> PageRows | None:
     from sift.render.blocks import page_blocks
 
     text, _codec = decode(page.body, None)
@@ -139,6 +140,7 @@ def featurize(page: Page) -> PageRows | None:
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=page_row)
     return PageRows(
         page.key,
+        set_name,
         site_of(page.url) or page.key,
         page.kind,
         page.truth,
@@ -303,31 +305,69 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     scores = [s for p in pages for s in oof[p.key]]
     labels = [y for p in pages for y in p.labels]
     acc = sum(1 for s, y in zip(scores, labels, strict=True) if (s >= 0.5) == y)
+    keep_above, add_above = tune_thresholds(pages, oof)
     per_kind: dict[str, list[float]] = {}
     for p in pages:
-        kept = " ".join(t for t, s in zip(p.texts, oof[p.key], strict=True) if s >= 0.5)
-        per_kind.setdefault(p.kind, []).append(word_f1(kept, p.truth))
-    typed = [p for p in pages if p.kind in PAGE_TYPES]
+        kept = kept_text(p, oof[p.key], keep_above, add_above)
+        group = p.kind if p.set_name == "wcxb" else p.set_name
+        per_kind.setdefault(group, []).append(word_f1(kept, p.truth))
+    typed = [p for p in pages if p.set_name == "wcxb"]
     confusion: dict[str, dict[str, int]] = {}
     for p in typed:
         row = confusion.setdefault(p.kind, {})
         row[type_oof[p.key]] = row.get(type_oof[p.key], 0) + 1
     right = sum(1 for p in typed if type_oof[p.key] == p.kind)
+    wcxb = [v for kind, vs in per_kind.items() if kind in PAGE_TYPES for v in vs]
     cv = {
         "folds": k,
         "block_auc": round(_auc(scores, labels), 4),
         "block_accuracy": round(acc / max(1, len(labels)), 4),
         "blocks": len(labels),
+        "keep_above": keep_above,
+        "add_above": add_above,
         "kept_blocks_word_f1": {
-            kind: round(sum(v) / len(v), 4) for kind, v in sorted(per_kind.items())
+            "wcxb": round(sum(wcxb) / len(wcxb), 4) if wcxb else 0.0,
+            **{kind: round(sum(v) / len(v), 4) for kind, v in sorted(per_kind.items())},
         },
-        "page_type_accuracy": round(right / max(1, len(typed)), 4),
-        "page_type_confusion": {a: dict(sorted(b.items())) for a, b in sorted(confusion.items())},
+        "page_type_accuracy_wcxb": round(right / max(1, len(typed)), 4),
+        "page_type_confusion_wcxb": {
+            a: dict(sorted(b.items())) for a, b in sorted(confusion.items())
+        },
     }
     return cv, folds
 
 
-def model_file(fitted: Fitted, meta: dict[str, Any]) -> dict[str, Any]:
+def kept_text(p: PageRows, probs: list[float], keep_above: float, add_above: float) -> str:
+    """The text of the blocks kept: above ``keep_above`` where the rules kept the block,
+    above ``add_above`` where they did not."""
+    rk = FEATURES.index("rules_kept")
+    return " ".join(
+        t
+        for t, row, s in zip(p.texts, p.rows, probs, strict=True)
+        if s >= (keep_above if row[rk] > 0.5 else add_above)
+    )
+
+
+def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple[float, float]:
+    """The two thresholds that maximise the mean of the sets' word F1 of kept text (each set
+    weighs the same, whatever its size), on out-of-fold probabilities; ties go to the
+    first, so the choice is deterministic."""
+    best = (-1.0, 0.5, 0.5)
+    for keep_above in (0.2, 0.3, 0.4, 0.5):
+        for add_above in (0.5, 0.55, 0.6, 0.65, 0.7, 0.8):
+            by_set: dict[str, list[float]] = {}
+            for p in pages:
+                text = kept_text(p, oof[p.key], keep_above, add_above)
+                by_set.setdefault(p.set_name, []).append(word_f1(text, p.truth))
+            score = sum(sum(v) / len(v) for v in by_set.values()) / len(by_set)
+            if score > best[0] + 1e-9:
+                best = (score, keep_above, add_above)
+    return best[1], best[2]
+
+
+def model_file(
+    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float]
+) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "render_version": RENDER_VERSION,
@@ -336,7 +376,8 @@ def model_file(fitted: Fitted, meta: dict[str, Any]) -> dict[str, Any]:
             "blocks": {"features": list(FEATURES), "trees": export(fitted.blocks, 1)},
             "context": {
                 "features": list(CONTEXT_FEATURES),
-                "threshold": 0.5,
+                "threshold": thresholds[0],
+                "add_threshold": thresholds[1],
                 "trees": export(fitted.context, 1),
             },
             "page_type": {
@@ -360,7 +401,7 @@ def load_pages(limit: int | None) -> tuple[list[PageRows], list[str]]:
         if limit:
             pages = pages[:limit]
         for page in pages:
-            rows = featurize(page)
+            rows = featurize(page, name)
             if rows is not None and rows.rows:
                 out.append(rows)
     return out, names
@@ -368,12 +409,14 @@ def load_pages(limit: int | None) -> tuple[list[PageRows], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--folds", type=int, default=5, help="k >= 3 (the CV is nested)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--folds-out", type=Path, help="also write the k fold models here")
     parser.add_argument("--limit", type=int, help="first N pages of each set only")
     parser.add_argument("--no-cv", action="store_true", help="skip cross-validation")
     args = parser.parse_args(argv)
+    if args.folds < 3:
+        parser.error("--folds must be at least 3: the context stage trains on nested folds")
 
     start = time.process_time()
     pages, names = load_pages(args.limit)
@@ -386,15 +429,20 @@ def main(argv: list[str] | None = None) -> int:
         "context_params": {**CONTEXT_PARAMS, "rounds": CONTEXT_ROUNDS},
         "page_params": {**PAGE_PARAMS, "rounds": PAGE_ROUNDS},
     }
+    thresholds = (0.5, 0.5)
     if not args.no_cv:
         meta["cv"], folds = cross_validate(pages, args.folds)
+        thresholds = (meta["cv"]["keep_above"], meta["cv"]["add_above"])
         print(json.dumps(meta["cv"], indent=1), file=sys.stderr)
         if args.folds_out:
-            fold_files = {"folds": args.folds, "models": [model_file(f, {}) for f in folds]}
+            fold_files = {
+                "folds": args.folds,
+                "models": [model_file(f, {}, thresholds) for f in folds],
+            }
             args.folds_out.parent.mkdir(parents=True, exist_ok=True)
             args.folds_out.write_text(dump(fold_files), "utf-8")
     final = fit(pages, args.folds)
-    args.out.write_text(dump(model_file(final, meta)), "utf-8")
+    args.out.write_text(dump(model_file(final, meta, thresholds)), "utf-8")
     size = args.out.stat().st_size
     print(f"wrote {args.out} ({size / 1e6:.2f} MB) in {time.process_time() - start:.0f}s")
     return 0

@@ -220,6 +220,7 @@ def test_page_type_is_other_when_unsure_or_without_a_model() -> None:
     assert page_type(product, [0.0] * len(PAGE_FEATURES)) == "product"
 
 
+@pytest.mark.slow
 def test_retraining_on_a_fixed_subset_writes_the_same_bytes(tmp_path: Path) -> None:
     pytest.importorskip("lightgbm")
     sys.path.insert(0, str(REPO / "bench"))
@@ -236,9 +237,9 @@ def test_retraining_on_a_fixed_subset_writes_the_same_bytes(tmp_path: Path) -> N
             sys.executable,
             str(REPO / "bench/train_extract.py"),
             "--limit",
-            "6",
+            "10",
             "--folds",
-            "2",
+            "3",
             "--out",
             str(out),
         ]

@@ -242,12 +242,13 @@ def page_blocks(
     ]
     texts: list[str] = []
     rows: list[list[float]] = []
+    tags: dict[int, dict[str, int]] = {}
     before = 0
     for b in ids:
         text = " ".join(parts[b])
         texts.append(text)
         row = _own_features(text, bown[b], blink[b], before / total0, depth[b], t.els[b])
-        row.extend(_context(t, b, region[b], sel.title_key))
+        row.extend(_context(t, b, region[b], sel.title_key, tags))
         row.extend(
             (
                 float(inside[b]),
@@ -296,19 +297,28 @@ def _own_features(
     return row
 
 
-def _context(t: PageTree, b: int, region: int, title_key: str) -> list[float]:
+def _context(
+    t: PageTree, b: int, region: int, title_key: str, tags: dict[int, dict[str, int]]
+) -> list[float]:
     row = [float(bool(region & (1 << k))) for k in range(len(_REGION_COLUMNS))]
     el = t.els[b]
     row.append(float(bool(title_key) and is_title_heading(el, title_key)))
-    up = el.getparent()
-    if up is not None:
-        tag = el.tag
+    p = t.parent[b] if b > 0 else 0
+    if b > 0:
+        up = t.els[p]
         siblings = len(up)
-        same = sum(1 for c in up if c.tag == tag) if siblings < 200 else siblings
+        if siblings < 200:
+            counts = tags.get(p)
+            if counts is None:  # once per parent: its children's tags
+                counts = tags[p] = {}
+                for c in up:
+                    counts[c.tag] = counts.get(c.tag, 0) + 1
+            same = counts[el.tag]
+        else:
+            same = siblings
     else:
         siblings = same = 0
     row.extend((math.log1p(same), math.log1p(siblings)))
-    p = t.parent[b] if b > 0 else 0
     g = t.parent[p] if p > 0 else p
     for j in (p, g):
         total = t.total[j]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sift.render.blocks import Blocks, context_rows, page_blocks
+from sift.render.blocks import FEATURES, Blocks, context_rows, page_blocks
 from sift.render.extract import Selection, host_of, is_title_heading, select
 from sift.render.markdown import BLOCK_TAGS
 from sift.render.model import Model
@@ -55,8 +55,14 @@ def choose(
     if context is not None:
         ens = context
         probs = [ens.probability(r) for r in context_rows(blocks.rows, probs)]
-    keep = [p >= ens.threshold for p in probs]
-    return apply(sel, blocks, keep), kind
+    # Where the rules kept a block the model needs less to keep it than to add one they
+    # left out: the two thresholds are tuned on cross-validated probabilities.
+    rules = FEATURES.index("rules_kept")
+    keep, add = ens.threshold, ens.add_threshold
+    chosen = [
+        p >= (keep if row[rules] > 0.5 else add) for p, row in zip(probs, blocks.rows, strict=True)
+    ]
+    return apply(sel, blocks, chosen), kind
 
 
 def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:

@@ -47,6 +47,7 @@ class Ensemble:
     classes: tuple[str, ...]  # one name for a binary model; one per class for multiclass
     scorers: list[Scorer]
     threshold: float = 0.5
+    add_threshold: float = 0.5  # (context) for blocks the rules left out
     meta: dict[str, Any] = field(default_factory=dict)
 
     def probability(self, row: Sequence[float]) -> float:
@@ -130,9 +131,9 @@ def parse(data: dict[str, Any], features: dict[str, tuple[str, ...]]) -> Model:
             raise ValueError("too many nodes")
         scorers = [compile_trees(trees, len(names), name) for trees in per_class]
         classes = tuple(str(c) for c in spec.get("classes") or [name])
-        ensembles[name] = Ensemble(
-            names, classes, scorers, float(spec.get("threshold", 0.5)), dict(spec.get("meta", {}))
-        )
+        threshold = float(spec.get("threshold", 0.5))
+        add = float(spec.get("add_threshold", threshold))
+        ensembles[name] = Ensemble(names, classes, scorers, threshold, add)
     return Model(ensembles, {k: v for k, v in data.items() if k != "ensembles"})
 
 
