@@ -692,6 +692,8 @@ class Service:
             "cache": state,
             "digest": snap.digest,
             "engine": engine,
+            "page_type": snap.rendered.page_type,
+            "metadata": snap.rendered.metadata,
         }
         if opts.links:
             env["links"], links_cut = cap_links(snap.rendered.links, max_links, eff.max_bytes)
