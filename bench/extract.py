@@ -26,6 +26,12 @@ kept). Usage::
     .venv/bin/python bench/extract.py [--set scrapinghub|wcxb|all] [--type TYPE ...]
         [--only NAME ...] [--fast] [--changed] [--dump DIR] [--memory]
 
+sift runs three ways: ``sift text``/``sift markdown`` with the shipped model (trained on every
+page here: its quality figures are not honest, its speed is), ``... (rules)`` with no model,
+and ``... (cv)`` where every page is rendered with the fold model of
+``bench/train_extract.py --folds-out`` that never saw its site (grouped k-fold by host: the
+honest figures for the shipped hybrid).
+
 ``--fast`` runs sift ``text`` only and scores the baselines from the outputs the last full
 run cached in ``bench/.cache/`` (their pages/s come from that run, so speed ratios are only
 indicative). ``--changed`` lists the pages whose sift ``text`` word F1 moved since the

@@ -244,11 +244,13 @@ class Fitted:
         first = predict_blocks(self.blocks, rows)
         return predict_blocks(self.context, context_rows(rows, first))
 
-    def kind(self, row: list[float]) -> str:
+    def kind(self, row: list[float]) -> tuple[str, float]:
+        """The best type and the probability of ``article``."""
         import numpy as np
 
         probs = self.page_type.predict(np.asarray([row], dtype=np.float64))[0]
-        return PAGE_TYPES[max(range(len(PAGE_TYPES)), key=lambda c: probs[c])]
+        best = PAGE_TYPES[max(range(len(PAGE_TYPES)), key=lambda c: probs[c])]
+        return best, float(probs[PAGE_TYPES.index("article")])
 
 
 def _train_blocks(pages: list[PageRows]) -> Any:
@@ -293,22 +295,24 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     page kind, page-type accuracy and confusion matrix) and the k fold models."""
     oof: dict[str, list[float]] = {}
     type_oof: dict[str, str] = {}
+    article: dict[str, float] = {}
     folds = []
     for f in range(k):
         fitted = fit(pages, k, skip=f)
         for p in pages:
             if fold_of(p.site, k) == f:
                 oof[p.key] = fitted.block_probs(p.rows)
-                type_oof[p.key] = fitted.kind(p.page_row)
+                type_oof[p.key], article[p.key] = fitted.kind(p.page_row)
         folds.append(fitted)
         print(f"  fold {f} done", file=sys.stderr)
     scores = [s for p in pages for s in oof[p.key]]
     labels = [y for p in pages for y in p.labels]
     acc = sum(1 for s, y in zip(scores, labels, strict=True) if (s >= 0.5) == y)
     keep_above, add_above = tune_thresholds(pages, oof)
+    rules_above = tune_gate(pages, oof, article, keep_above, add_above)
     per_kind: dict[str, list[float]] = {}
     for p in pages:
-        kept = kept_text(p, oof[p.key], keep_above, add_above)
+        kept = kept_text(p, oof[p.key], keep_above, add_above, article[p.key] >= rules_above)
         group = p.kind if p.set_name == "wcxb" else p.set_name
         per_kind.setdefault(group, []).append(word_f1(kept, p.truth))
     typed = [p for p in pages if p.set_name == "wcxb"]
@@ -325,6 +329,8 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
         "blocks": len(labels),
         "keep_above": keep_above,
         "add_above": add_above,
+        "rules_above": rules_above,
+        "pages_rules_alone": sum(1 for p in pages if article[p.key] >= rules_above),
         "kept_blocks_word_f1": {
             "wcxb": round(sum(wcxb) / len(wcxb), 4) if wcxb else 0.0,
             **{kind: round(sum(v) / len(v), 4) for kind, v in sorted(per_kind.items())},
@@ -337,15 +343,46 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     return cv, folds
 
 
-def kept_text(p: PageRows, probs: list[float], keep_above: float, add_above: float) -> str:
+def kept_text(
+    p: PageRows, probs: list[float], keep_above: float, add_above: float, rules: bool = False
+) -> str:
     """The text of the blocks kept: above ``keep_above`` where the rules kept the block,
-    above ``add_above`` where they did not."""
+    above ``add_above`` where they did not; with ``rules``, the rules' blocks."""
     rk = FEATURES.index("rules_kept")
+    if rules:
+        return " ".join(t for t, row in zip(p.texts, p.rows, strict=True) if row[rk] > 0.5)
     return " ".join(
         t
         for t, row, s in zip(p.texts, p.rows, probs, strict=True)
         if s >= (keep_above if row[rk] > 0.5 else add_above)
     )
+
+
+def _by_set_mean(pages: list[PageRows], text_of: Any) -> float:
+    by_set: dict[str, list[float]] = {}
+    for p in pages:
+        by_set.setdefault(p.set_name, []).append(word_f1(text_of(p), p.truth))
+    return sum(sum(v) / len(v) for v in by_set.values()) / len(by_set)
+
+
+def tune_gate(
+    pages: list[PageRows],
+    oof: dict[str, list[float]],
+    article: dict[str, float],
+    keep_above: float,
+    add_above: float,
+) -> float:
+    """The probability of ``article`` at or above which the rules decide alone: the best of a
+    few on the same objective as the thresholds (2.0: never)."""
+    best = (-1.0, 2.0)
+    for gate in (2.0, 0.95, 0.9, 0.8, 0.7, 0.6):
+        score = _by_set_mean(
+            pages,
+            lambda p, g=gate: kept_text(p, oof[p.key], keep_above, add_above, article[p.key] >= g),
+        )
+        if score > best[0] + 1e-9:
+            best = (score, gate)
+    return best[1]
 
 
 def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple[float, float]:
@@ -366,7 +403,7 @@ def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple
 
 
 def model_file(
-    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float]
+    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float]
 ) -> dict[str, Any]:
     return {
         "format": FORMAT,
@@ -382,6 +419,7 @@ def model_file(
             },
             "page_type": {
                 "features": list(PAGE_FEATURES),
+                "rules_above": thresholds[2],
                 "classes": list(PAGE_TYPES),
                 "trees": export(fitted.page_type, len(PAGE_TYPES)),
             },
@@ -429,10 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         "context_params": {**CONTEXT_PARAMS, "rounds": CONTEXT_ROUNDS},
         "page_params": {**PAGE_PARAMS, "rounds": PAGE_ROUNDS},
     }
-    thresholds = (0.5, 0.5)
+    thresholds = (0.5, 0.5, 2.0)
     if not args.no_cv:
         meta["cv"], folds = cross_validate(pages, args.folds)
-        thresholds = (meta["cv"]["keep_above"], meta["cv"]["add_above"])
+        cv = meta["cv"]
+        thresholds = (cv["keep_above"], cv["add_above"], cv["rules_above"])
         print(json.dumps(meta["cv"], indent=1), file=sys.stderr)
         if args.folds_out:
             fold_files = {

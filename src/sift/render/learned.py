@@ -21,7 +21,7 @@ from sift.render.blocks import FEATURES, Blocks, context_rows, page_blocks
 from sift.render.extract import Selection, host_of, is_title_heading, select
 from sift.render.markdown import BLOCK_TAGS
 from sift.render.model import Model
-from sift.render.pagekind import page_features, page_type
+from sift.render.pagekind import classify, page_features
 from sift.render.pagetree import common_ancestor
 from sift.render.pagetype import PageInfo
 
@@ -45,9 +45,9 @@ def choose(
     if model is None:
         return sel, "other"
     row = page_features(body, info, sel)
-    kind = page_type(model, row)
+    kind, rules_alone = classify(model, row)
     ens = model.ensembles.get("blocks")
-    if ens is None or sel.tree is None:
+    if ens is None or sel.tree is None or rules_alone:
         return sel, kind
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
     probs = [ens.probability(r) for r in blocks.rows]

@@ -48,6 +48,8 @@ class Ensemble:
     scorers: list[Scorer]
     threshold: float = 0.5
     add_threshold: float = 0.5  # (context) for blocks the rules left out
+    # (page_type) at or above this probability of "article" the rules decide alone
+    rules_above: float = 2.0
     meta: dict[str, Any] = field(default_factory=dict)
 
     def probability(self, row: Sequence[float]) -> float:
@@ -55,13 +57,19 @@ class Ensemble:
         z = self.scorers[0](row)
         return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
 
-    def classify(self, row: Sequence[float]) -> tuple[str, float]:
-        """A multiclass model's best class and its softmax probability."""
+    def probabilities(self, row: Sequence[float]) -> list[float]:
+        """A multiclass model's softmax probabilities, in ``classes`` order."""
         raw = [s(row) for s in self.scorers]
         top = max(raw)
         exps = [math.exp(r - top) for r in raw]
-        k = raw.index(top)
-        return self.classes[k], exps[k] / sum(exps)
+        total = sum(exps)
+        return [e / total for e in exps]
+
+    def classify(self, row: Sequence[float]) -> tuple[str, float]:
+        """A multiclass model's best class and its probability."""
+        probs = self.probabilities(row)
+        k = probs.index(max(probs))
+        return self.classes[k], probs[k]
 
 
 @dataclass
@@ -133,7 +141,8 @@ def parse(data: dict[str, Any], features: dict[str, tuple[str, ...]]) -> Model:
         classes = tuple(str(c) for c in spec.get("classes") or [name])
         threshold = float(spec.get("threshold", 0.5))
         add = float(spec.get("add_threshold", threshold))
-        ensembles[name] = Ensemble(names, classes, scorers, threshold, add)
+        rules_above = float(spec.get("rules_above", 2.0))
+        ensembles[name] = Ensemble(names, classes, scorers, threshold, add, rules_above)
     return Model(ensembles, {k: v for k, v in data.items() if k != "ensembles"})
 
 

@@ -137,8 +137,18 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
 
 def page_type(model: Model | None, row: list[float]) -> str:
     """The classifier's type for a page-feature row; ``other`` when unsure or no model."""
+    return classify(model, row)[0]
+
+
+def classify(model: Model | None, row: list[float]) -> tuple[str, bool]:
+    """The page's type, and whether it is so surely an article that the rules decide its
+    content alone (the model's ``rules_above``: measured, the rules are as good there and
+    cost a fraction of the block model)."""
     ens = model.ensembles.get("page_type") if model is not None else None
     if ens is None:
-        return "other"
-    kind, p = ens.classify(row)
-    return kind if p >= OTHER_BELOW else "other"
+        return "other", False
+    probs = ens.probabilities(row)
+    k = probs.index(max(probs))
+    kind = ens.classes[k] if probs[k] >= OTHER_BELOW else "other"
+    article = ens.classes.index("article") if "article" in ens.classes else -1
+    return kind, article >= 0 and probs[article] >= ens.rules_above
