@@ -67,11 +67,9 @@ _CLASS_WORDS: dict[str, tuple[str, ...]] = {
     "cls_hero": ("hero", "cta", "feature", "pricing", "testimonial", "banner", "landing"),
     "cls_article": ("article", "entry", "story", "byline", "author", "headline"),
 }
-_CLASS_RX = {
-    name: re.compile(r"(?<![a-z])(?:" + "|".join(stems) + ")")
-    for name, stems in _CLASS_WORDS.items()
-}
-_CLASSES = etree.XPath("//@class")
+_LETTERS = re.compile(r"[a-z]+")
+_CLASSES = etree.XPath("//@class", smart_strings=False)
+_CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
 _CURRENCY = re.compile(r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b")
 
 PAGE_FEATURES: tuple[str, ...] = (
@@ -110,9 +108,14 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
             counts[tag] += 1
             if tag in text_in:
                 text_in[tag] += t.own[i]
-    # Class words counted over all class attributes at once (one regex scan per group).
-    classes = " ".join(str(c) for c in _CLASSES(body)).lower()
-    words = {name: len(rx.findall(classes)) for name, rx in _CLASS_RX.items()}
+    # Class words: every letter run of every class attribute, each distinct run judged once.
+    runs: dict[str, int] = {}
+    for run in _LETTERS.findall(" ".join(_CLASSES(body)).lower()):
+        runs[run] = runs.get(run, 0) + 1
+    words = {
+        name: sum(n for run, n in runs.items() if run.startswith(stems))
+        for name, stems in _CLASS_WORDS.items()
+    }
     total = t.total[0] or 1
     text = " ".join(body.itertext()) if t.total[0] < 2_000_000 else ""
     og = {x for x in info.types if x in ("article", "product", "website")}
@@ -130,9 +133,16 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
         sel.chosen_chars / total,
         float(sel.listing),
         math.log1p(len(sel.cards)),
-        math.log1p(len(_CURRENCY.findall(text))),
+        math.log1p(_currency(text)),
     ]
     return row
+
+
+def _currency(text: str) -> int:
+    """Currency amounts in ``text`` (the regex only runs when a symbol or code is there)."""
+    if not any(mark in text for mark in _CURRENCY_MARKS):
+        return 0
+    return len(_CURRENCY.findall(text))
 
 
 def page_type(model: Model | None, row: list[float]) -> str:
