@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 SERVE_STAMP := $(VENV)/.installed-serve
 STAMP       := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck pytest bench bench-data fmt clean
+.PHONY: serve test lint typecheck pytest bench bench-data train fmt clean
 
 $(SERVE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench: $(STAMP)
 # from). Offline: make bench-data ARGS="--from DIR".
 bench-data: $(STAMP)
 	$(BIN)/python bench/data.py $(ARGS)
+
+# Rebuild the shipped extraction model from the shared sets (deterministic: same bytes twice),
+# with the fold models bench/extract.py --only "sift text (cv)" scores pages with.
+train: bench
+	$(BIN)/python bench/train_extract.py --folds-out bench/.cache/extract-folds.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -23,6 +23,7 @@ from apphelpers import (
     running_app,
 )
 from sift.config import CacheSettings
+from sift.render.pagekind import PAGE_TYPES
 from upstream import Upstream
 
 ARTICLE = """<!doctype html><html lang="en"><head><title>The Title</title></head><body>
@@ -82,8 +83,11 @@ async def test_fetch_markdown_envelope(sift: httpx.AsyncClient, upstream: Upstre
         "cache": "miss",
         "digest": env["digest"],
         "engine": "http",
+        "page_type": env["page_type"],  # the shipped model's verdict: one of the types
+        "metadata": {"lang": "en"},
         "warnings": [],
     }
+    assert env["page_type"] in {*PAGE_TYPES, "other"}
     assert env["digest"].startswith("sha256:") and len(env["digest"]) == 71
 
 

@@ -310,19 +310,19 @@ async def test_cancel_mid_run(env: Env) -> None:
     assert env.hung() == 4  # pending targets never ran
 
 
-@pytest.mark.parametrize("batch_settings", [{"max_bytes": 1000}])
+@pytest.mark.parametrize("batch_settings", [{"max_bytes": 1100}])
 async def test_sweep_and_byte_eviction_end_to_end(env: Env) -> None:
     ids = []
     for i in range(3):
         r = await env.submit(FLEET_KEY, f"e{i}", {"targets": [env.url(f"/a{i}")]})
         ids.append(r.json()["id"])
         assert (await env.wait(FLEET_KEY, ids[-1]))["status"] == "done"
-    # Each job holds ~470 bytes of results: two fit in 1000 bytes, so the oldest went.
+    # Each job holds ~510 bytes of results: two fit in 1100 bytes, so the oldest went.
     codes = [
         (await env.client.get(f"/v1/batch/{i}", headers=auth(FLEET_KEY))).status_code for i in ids
     ]
     assert codes == [404, 200, 200]
-    assert 900 < await env.app.state.adb.run(DB.batch_nbytes) <= 1000
+    assert 1000 < await env.app.state.adb.run(DB.batch_nbytes) <= 1100
     # The sweep deletes jobs whose lease ran out (time passed in, nothing waits).
     runner = env.app.state.batch.runner
     assert await runner.sweep(int(time.time()) + 86400 + 60) == 2
@@ -331,7 +331,7 @@ async def test_sweep_and_byte_eviction_end_to_end(env: Env) -> None:
         assert r.status_code == 404
 
 
-@pytest.mark.parametrize("batch_settings", [{"max_bytes": 1000}])
+@pytest.mark.parametrize("batch_settings", [{"max_bytes": 1100}])
 async def test_byte_eviction_takes_the_submitting_callers_jobs_first(env: Env) -> None:
     # The other caller's finished job, not read yet, holds the oldest lease.
     other = (await env.submit(FLEET2_KEY, "b", {"targets": [env.url("/a0")]})).json()["id"]
@@ -341,7 +341,7 @@ async def test_byte_eviction_takes_the_submitting_callers_jobs_first(env: Env) -
         r = await env.submit(FLEET_KEY, f"m{i}", {"targets": [env.url(f"/a{i}")]})
         mine.append(r.json()["id"])
         assert (await env.wait(FLEET_KEY, mine[-1]))["status"] == "done"
-    # ~470 bytes each: the third job's results pushed the store over 1000 bytes, and the
+    # ~510 bytes each: the third job's results pushed the store over 1100 bytes, and the
     # submitter's own older job went, not the other caller's (before: oldest lease first).
     assert await env.stat("batch_evictions") == 1
     gone = await env.client.get(f"/v1/batch/{mine[0]}", headers=auth(FLEET_KEY))

@@ -71,6 +71,7 @@ async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
                 "title: Over HTTP\n"
                 f"final_url: {url}\n"
                 "status: 200 | text/html; charset=utf-8 | cache hit\n"
+                f"page: {first.json()['page_type']}\n"  # the shipped model's verdict
                 "bytes: 0-82 of 82 | truncated: no\n"
                 f"digest: {digest}"
             )

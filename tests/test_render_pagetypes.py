@@ -17,9 +17,15 @@ NAV = '<nav><a href="/">Home</a> <a href="/forum">Forum</a> <a href="/help">Help
 
 
 def text(html: str, fmt: str = "text") -> str:
+    """The rules alone (``model=None``): the learned model on top is tested in
+    test_render_model.py and measured by bench/extract.py."""
     options = RenderOptions(format=fmt)  # type: ignore[arg-type]
     return render(
-        html.encode(), content_type="text/html", url="https://e.example/", options=options
+        html.encode(),
+        content_type="text/html",
+        url="https://e.example/",
+        options=options,
+        model=None,
     ).content
 
 

@@ -8,9 +8,15 @@ NAV = '<nav><a href="/">Home</a> <a href="/about">About</a> <a href="/help">Help
 
 
 def text(html: str) -> str:
+    """The rules alone (``model=None``): the learned model on top is tested in
+    test_render_model.py and measured by bench/extract.py."""
     options = RenderOptions(format="text")
     return render(
-        html.encode(), content_type="text/html", url="https://e.example/", options=options
+        html.encode(),
+        content_type="text/html",
+        url="https://e.example/",
+        options=options,
+        model=None,
     ).content
 
 

@@ -108,6 +108,17 @@ class FetchEnvelope(BaseModel):
     digest: str
     engine: Literal["http", "browser"] = Field(description="Which engine built this content.")
     links: list[Link] | None = None
+    page_type: str | None = Field(
+        None,
+        description="HTML with main_content only: article, forum, product, listing, "
+        "collection, service, documentation or other (docs/rendering.md).",
+    )
+    metadata: dict[str, Any] = Field(
+        default_factory=dict,
+        description="HTML only: what the page declares about itself (description, author, "
+        "published, modified, site_name, canonical_url, image, lang, keywords); absent "
+        "fields are omitted.",
+    )
     retry_after: int | None = Field(
         None,
         description="Only for an upstream 429/503 with Retry-After: seconds after fetched_at "

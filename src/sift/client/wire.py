@@ -43,6 +43,8 @@ class Envelope:
     engine: str = "http"  # "http" or "browser": which engine built the content
     warnings: list[str] = field(default_factory=list)
     links: list[dict[str, str]] | None = None
+    page_type: str | None = None  # HTML with main_content: article, forum, product …
+    metadata: dict[str, Any] = field(default_factory=dict)  # description, author, dates …
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -325,6 +325,7 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         f"final_url: {envelope['final_url']}",
         f"status: {envelope['status']} | {envelope['content_type']} | cache {envelope['cache']}"
         + (" | engine browser" if envelope.get("engine") == "browser" else ""),
+        *_page_line(envelope),
         f"bytes: {start}-{end} of {envelope['total_bytes']} | "
         f"truncated: {'yes' if truncated else 'no'}",
     ]
@@ -336,6 +337,20 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     if envelope.get("warnings"):
         lines.append(f"warnings: {', '.join(envelope['warnings'])}")
     return "\n".join(lines)
+
+
+def _page_line(envelope: Mapping[str, Any]) -> list[str]:
+    """``page: article | published … | by …`` for an HTML page (one line, bounded values)."""
+    kind = envelope.get("page_type")
+    if not kind:
+        return []
+    meta = envelope.get("metadata") or {}
+    parts = [f"page: {kind}"]
+    for key, label in (("published", "published "), ("author", "by ")):
+        value = " ".join(str(meta.get(key) or "").split())[:120]
+        if value:
+            parts.append(label + value)
+    return [" | ".join(parts)]
 
 
 def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:

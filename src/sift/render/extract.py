@@ -23,11 +23,18 @@ its sibling paragraphs). Each rule is a ``Weights`` field, so it can be measured
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from sift.render.markdown import BLOCK_TAGS
+from sift.render.pagetree import (
+    HEADING_TAGS,
+    PageTree,
+    common_ancestor,
+    inside,
+    outermost,
+)
 from sift.render.patterns import (
     COMMENT,
     NOT_BOILER,
@@ -38,11 +45,7 @@ from sift.render.patterns import (
     is_content_hint,
 )
 
-PARA_TAGS = frozenset(
-    {"p", "pre", "blockquote", "li", "td", "dd", "h2", "h3", "h4", "h5", "h6", "figcaption"}
-)
 # Block elements that are dropped from the article when links dominate them.
-_TEASER_HEADINGS = frozenset({"h2", "h3", "h4", "h5", "h6"})
 _LINKY_BLOCKS = frozenset(
     {"p", "div", "ul", "ol", "li", "section", "table", "tr", "td", "dl", "span", "h2", "h3", "h4"}
 )
@@ -86,22 +89,25 @@ class Weights:
 DEFAULT_WEIGHTS = Weights()
 
 
-def _chars(text: str | None) -> int:
-    """Non-whitespace characters of ``text`` (C-speed counts, no per-word objects)."""
-    if not text or text.isspace():
-        return 0
-    return len(text) - text.count(" ") - text.count("\n") - text.count("\t") - text.count("\r")
-
-
 @dataclass
 class Selection:
-    """The chosen container and the predicate that drops chrome inside it."""
+    """The chosen container and the predicate that drops chrome inside it.
+
+    The rest is what the rules saw, for the block features (``blocks``): the measured tree,
+    the chrome marks, the teaser cards, and the elements kept whatever their links.
+    """
 
     container: Any
     skip: Callable[[Any], bool]
     text_chars: int  # visible characters of the whole page
     chosen_chars: int  # visible characters in the container
     score: float = 0.0  # the container's weight: <= 0 when no subtree has more prose than links
+    tree: PageTree | None = None
+    boiler: list[bool] = field(default_factory=list)
+    cards: set[int] = field(default_factory=set)
+    keep_links: list[bool] = field(default_factory=list)
+    listing: bool = False
+    title_key: str = ""
 
 
 def select(
@@ -120,76 +126,94 @@ def select(
     ``host`` (the page's) tells lists of links to other sites (references) from site lists.
     """
     weights = weights or DEFAULT_WEIGHTS
-    els = list(body.iter())
-    n = len(els)
-    index = {el: i for i, el in enumerate(els)}
-    parent = [-1] * n
-    for i in range(1, n):
-        p = els[i].getparent()
-        parent[i] = index.get(p, -1) if p is not None else -1
+    t = PageTree.of(body)
+    n = len(t.els)
+    boiler = _chrome(t, weights, discussion)
+    tops, runs = _teasers(t, weights, boiler)
+    for top in tops:
+        boiler[top] = True
+    prose = _prose_inline(t, boiler) if weights.prose_inline else [False] * n
+    base = [
+        -weights.link_penalty * t.own[i]
+        if t.in_link[i]
+        else t.own[i] * (1.0 if t.in_para[i] else weights.loose_weight)
+        for i in range(n)
+    ]
+    hints = (
+        [weights.hint_bonus * t.para[i] if is_content_hint(t.els[i]) else 0.0 for i in range(n)]
+        if weights.hint_bonus
+        else None
+    )
+    best, score = _pick(base, boiler, t.parent, t.total, weights.boiler_penalty, hints)
+    keep_links = [False] * n
+    listing = False  # a run of cards is the content: links are not a sign of a directory
+    # A run of cards holding more text than the best prose block beside it holds
+    # paragraphs is the page's content (a listing), not teasers around an article.
+    if runs and (t.para[best] * 2 < sum(t.total[i] for i in runs) or inside(best, runs, t.parent)):
+        for i in runs:
+            boiler[i] = False
+        best, score = _pick(base, boiler, t.parent, t.total, weights.boiler_penalty, hints)
+        # The content spans the cards and the best block (an intro above them).
+        best = common_ancestor([best, *runs], t.parent)
+        listing = True
+        _keep_cards(t, runs, keep_links)
+    weight = float(t.total[best]) if listing else score[best]
+    best = _widen(best, t, weights, boiler, score, listing)
+    title_key = norm(title) if title else ""
+    skip = _skipper(t, weights, boiler, prose, keep_links, title_key, host)
+    return Selection(
+        t.els[best],
+        skip,
+        t.total[0],
+        t.total[best],
+        weight,
+        t,
+        boiler,
+        tops,
+        keep_links,
+        listing,
+        title_key,
+    )
 
-    # Pass 1 (top-down): context flags; own text per element.
-    in_para = [False] * n
-    in_link = [False] * n
-    in_heading = [False] * n
-    own = [0] * n
-    for i, el in enumerate(els):
-        tag = el.tag
-        p = parent[i]
-        if p >= 0:
-            in_para[i] = in_para[p] or tag in PARA_TAGS
-            in_link[i] = in_link[p] or tag == "a"
-            in_heading[i] = in_heading[p] or tag in _TEASER_HEADINGS
-        else:
-            in_para[i] = tag in PARA_TAGS
-            in_link[i] = tag == "a"
-            in_heading[i] = tag in _TEASER_HEADINGS
-        c = _chars(el.text)
-        if c:
-            own[i] += c
-        if p >= 0 and el.tail:
-            own[p] += _chars(el.tail)
 
-    # Pass 2 (bottom-up): totals, link chars, paragraph chars.
-    total = own[:]
-    para = [own[i] if (in_para[i] and not in_link[i]) else 0 for i in range(n)]
-    link = [own[i] if in_link[i] else 0 for i in range(n)]
-    for i in range(n - 1, 0, -1):
-        p = parent[i]
-        if p >= 0:
-            total[p] += total[i]
-            para[p] += para[i]
-            link[p] += link[i]
-
+def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
+    """Chrome marks by tag, role and class words, with the false alarms taken back."""
+    n = len(t.els)
+    total, link = t.total, t.link
     # The guard measures plain (non-link) text: many articles have no <p> at all.
-    plain = total[0] - link[0]
-    guard = weights.guard_share * plain
-    kinds = [boiler_kind(el) for el in els]
+    guard = weights.guard_share * (total[0] - link[0])
+    kinds = [boiler_kind(el) for el in t.els]
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content
     schemes = (
-        _naming_schemes(els, kinds, parent, total, link, weights) if weights.scheme_share else ()
+        _naming_schemes(t.els, kinds, t.parent, total, link, weights)
+        if weights.scheme_share
+        else ()
     )
     for i in range(n):
         kind = kinds[i]
         if kind == COMMENT:
             kind = NOT_BOILER if discussion else STRONG
-        if kind == WEAK and (total[i] - link[i] > guard or para[i] >= weak_keep):
+        if kind == WEAK and (total[i] - link[i] > guard or t.para[i] >= weak_keep):
             continue  # a weak word on the element that holds the text: a false alarm
-        if kind == WEAK and schemes and chrome_word(els[i]) in schemes:
+        if kind == WEAK and schemes and chrome_word(t.els[i]) in schemes:
             continue  # the page's name for its repeated content blocks
-        if kind != NOT_BOILER and headings and in_heading[i] and els[i].tag != "header":
+        if kind != NOT_BOILER and headings and t.in_heading[i] and t.els[i].tag != "header":
             continue  # section headings are content whatever their class
         if kind in (STRONG, WEAK):
             boiler[i] = True
+    return boiler
 
-    # Teaser cards (a linked headline plus a short blurb) are listings of other pages,
-    # unless a run of them is what the page is: cards sharing a parent that hold most of
-    # the text outside chrome (a listing, a listicle of venues).
+
+def _teasers(t: PageTree, weights: Weights, boiler: list[bool]) -> tuple[set[int], set[int]]:
+    """Teaser cards (a linked headline plus a short blurb: listings of other pages), and
+    the cards of runs that are what the page is: cards sharing a parent that hold most of
+    the text outside chrome (a listing, a listicle of venues)."""
+    total, link, parent = t.total, t.link, t.parent
     tops: set[int] = set()
-    for i, el in enumerate(els):
-        if el.tag in _TEASER_HEADINGS and total[i] and link[i] >= 0.8 * total[i]:
+    for i, el in enumerate(t.els):
+        if el.tag in HEADING_TAGS and total[i] and link[i] >= 0.8 * total[i]:
             j, top = i, -1
             while parent[j] > 0 and total[parent[j]] <= weights.teaser_max_chars:
                 j = parent[j]
@@ -198,65 +222,45 @@ def select(
                 tops.add(top)
     runs: set[int] = set()
     if tops and weights.card_run_share:
-        chrome = _outermost(boiler, parent)
+        chrome = outermost(boiler, parent)
         outside = total[0] - sum(total[i] for i in chrome)
-        cards = _outermost([i in tops for i in range(n)], parent, chrome)
+        cards = outermost([i in tops for i in range(len(t.els))], parent, chrome)
         runs = _card_runs(cards, parent, total, weights.card_run_share * outside)
-    for top in tops:
-        boiler[top] = True
+    return tops, runs
 
-    # Inline elements in running prose (text beside them in the same block) stay: a
-    # sentence never loses words in the middle.
-    prose = [False] * n
-    if weights.prose_inline:
-        for i in range(1, n):
-            p = parent[i]
-            if p >= 0 and in_para[p] and own[p] and els[i].tag not in BLOCK_TAGS:
-                prose[i] = True
-                boiler[i] = False
 
-    # Pass 3: weighted score, bottom-up, with chrome subtrees counted as negative.
-    lw = weights.loose_weight
-    base = [0.0] * n
-    for i in range(n):
-        if in_link[i]:
-            base[i] = -weights.link_penalty * own[i]
-        else:
-            base[i] = own[i] * (1.0 if in_para[i] else lw)
-    hints = (
-        [
-            weights.hint_bonus * para[i] if weights.hint_bonus and is_content_hint(els[i]) else 0.0
-            for i in range(n)
-        ]
-        if weights.hint_bonus
-        else None
-    )
-    best, score = _pick(base, boiler, parent, total, weights.boiler_penalty, hints)
-    keep_links = [False] * n
-    listing = False  # a run of cards is the content: links are not a sign of a directory
-    if runs:
-        # A run of cards holding more text than the best prose block beside it holds
-        # paragraphs is the page's content (a listing), not teasers around an article.
-        run_chars = sum(total[i] for i in runs)
-        if para[best] * 2 < run_chars or _inside(best, runs, parent):
-            for i in runs:
-                boiler[i] = False
-            best, score = _pick(base, boiler, parent, total, weights.boiler_penalty, hints)
-            # The content spans the cards and the best block (an intro above them).
-            best = _common_ancestor([best, *runs], parent)
-            listing = True
-            # Cards are mostly link text: neither they nor what holds them are dropped
-            # for it.
-            for i in runs:
-                j = i
-                while j >= 0 and not keep_links[j]:
-                    keep_links[j] = True
-                    j = parent[j]
-            in_card = [False] * n
-            for i in range(1, n):
-                if in_card[parent[i]] or parent[i] in runs:
-                    in_card[i] = keep_links[i] = True
-    weight = float(total[best]) if listing else score[best]
+def _prose_inline(t: PageTree, boiler: list[bool]) -> list[bool]:
+    """Inline elements in running prose (text beside them in the same block): never
+    chrome, so a sentence never loses words in the middle."""
+    prose = [False] * len(t.els)
+    for i in range(1, len(t.els)):
+        p = t.parent[i]
+        if p >= 0 and t.in_para[p] and t.own[p] and t.els[i].tag not in BLOCK_TAGS:
+            prose[i] = True
+            boiler[i] = False
+    return prose
+
+
+def _keep_cards(t: PageTree, runs: set[int], keep_links: list[bool]) -> None:
+    """Cards are mostly link text: neither they nor what holds them are dropped for it."""
+    for i in runs:
+        j = i
+        while j >= 0 and not keep_links[j]:
+            keep_links[j] = True
+            j = t.parent[j]
+    in_card = [False] * len(t.els)
+    for i in range(1, len(t.els)):
+        p = t.parent[i]
+        if in_card[p] or p in runs:
+            in_card[i] = keep_links[i] = True
+
+
+def _widen(
+    best: int, t: PageTree, weights: Weights, boiler: list[bool], score: list[float], listing: bool
+) -> int:
+    """The winner widened to its parent when it is one paragraph among several, or one
+    section of a page made of sections."""
+    els, parent = t.els, t.parent
     if (
         weights.lift_paragraph
         and els[best].tag == "p"
@@ -268,10 +272,21 @@ def select(
         # their parent (a long comment thread after the post) outweighed the others.
         best = parent[best]
     if weights.gather_sections and not listing:
-        best = _gather_sections(best, els, index, parent, score, boiler, weights.gather_sections)
-    container = els[best]
+        best = _gather_sections(best, els, t.index, parent, score, boiler, weights.gather_sections)
+    return best
 
-    title_key = _norm(title) if title else ""
+
+def _skipper(
+    t: PageTree,
+    weights: Weights,
+    boiler: list[bool],
+    prose: list[bool],
+    keep_links: list[bool],
+    title_key: str,
+    host: str,
+) -> Callable[[Any], bool]:
+    """The emitter's predicate: chrome, link-dominated blocks, the title's heading."""
+    index, total, link = t.index, t.total, t.link
     linky: dict[int, bool] = {}  # decided for the elements the emitter visits only
 
     def skip(el: Any) -> bool:
@@ -286,13 +301,23 @@ def select(
                 dropped = linky[i] = _linky(el, total[i], link[i], weights, host)
             if dropped:
                 return True
-        if el.tag in ("h1", "h2") and title_key:
-            text = _norm("".join(el.itertext()))
-            if text and (text == title_key or (len(text) > 15 and text in title_key)):
-                return True
-        return False
+        return bool(title_key) and is_title_heading(el, title_key)
 
-    return Selection(container, skip, total[0], total[best], weight)
+    return skip
+
+
+def is_title_heading(el: Any, title_key: str) -> bool:
+    """An ``h1``/``h2`` equal to (or inside) the normalised document title."""
+    if el.tag in ("h1", "h2"):
+        text = norm("".join(el.itertext()))
+        if text and (text == title_key or (len(text) > 15 and text in title_key)):
+            return True
+    return False
+
+
+def linky_block(el: Any, total: int, link: int, host: str) -> bool:
+    """The rules' verdict on a block for being mostly links, with the default weights."""
+    return _linky(el, total, link, DEFAULT_WEIGHTS, host)
 
 
 def _naming_schemes(
@@ -390,33 +415,6 @@ def _pick(
     return max(candidates, key=score.__getitem__), score
 
 
-def _common_ancestor(nodes: list[int], parent: list[int]) -> int:
-    """The deepest element holding all ``nodes`` (indices of one tree, root 0)."""
-    path = []
-    j = nodes[0]
-    while j >= 0:
-        path.append(j)
-        j = parent[j]
-    common = set(path)
-    for node in nodes[1:]:
-        j = node
-        while j not in common:
-            j = parent[j]
-        # Everything below j on the first path is no longer shared.
-        k = path.index(j)
-        path = path[k:]
-        common = set(path)
-    return path[0]
-
-
-def _inside(i: int, group: set[int], parent: list[int]) -> bool:
-    while i >= 0:
-        if i in group:
-            return True
-        i = parent[i]
-    return False
-
-
 def _card_runs(cards: set[int], parent: list[int], total: list[int], least: float) -> set[int]:
     """The cards of every run holding more than ``least`` characters. A run is an element
     made (80 %) of three or more cards; the cards of a run are its content."""
@@ -443,21 +441,6 @@ def _card_runs(cards: set[int], parent: list[int], total: list[int], least: floa
         if j >= 0:
             kept.add(i)
     return kept
-
-
-def _outermost(flags: list[bool], parent: list[int], within: set[int] | None = None) -> set[int]:
-    """Flagged elements with no flagged ancestor (nor one in ``within``); a parent always
-    precedes its children in ``flags``."""
-    inside = [False] * len(flags)
-    found = set()
-    for i, flag in enumerate(flags):
-        p = parent[i]
-        if (p >= 0 and inside[p]) or (within and i in within):
-            inside[i] = True
-        elif flag:
-            inside[i] = True
-            found.add(i)
-    return found
 
 
 def _linky(el: Any, total: int, link: int, weights: Weights, host: str) -> bool:
@@ -491,5 +474,5 @@ def host_of(url: str) -> str:
         return ""
 
 
-def _norm(text: str) -> str:
+def norm(text: str) -> str:
     return " ".join(text.split()).casefold()

@@ -16,15 +16,18 @@ from __future__ import annotations
 import copy
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin
 
 from lxml import etree
 
 from sift.errors import BadRequest
-from sift.render import dom, extract, pagetype
+from sift.render import dom, metadata, pagetype
 from sift.render.cap import cap
+from sift.render.learned import DEFAULT_MODEL, choose
 from sift.render.markdown import Emitter, escape_paragraph
+from sift.render.model import load as load_model
 from sift.render.options import Rendered, RenderOptions
 
 # Main content shorter than this, on a page with several times more text, is "thin".
@@ -55,17 +58,26 @@ def _script_chars(root: Any) -> int:
     return sum(len(el.text or "") for el in root.iter("script"))
 
 
-def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Rendered:
-    """Render an HTML document (UTF-8 bytes) per ``options`` (format is not ``raw``)."""
-    # Compile selectors first: a bad selector is the caller's error whatever the body.
-    excludes = [compile_selector(s) for s in options.exclude]
-    chooser = compile_selector(options.selector) if options.selector else None
+@dataclass
+class Page:
+    """A parsed, cleaned page and what was read from it before cleaning."""
 
+    root: Any
+    body: Any
+    title: str | None
+    lang: str | None
+    base_url: str
+    script_chars: int
+    info: pagetype.PageInfo
+    metadata: dict[str, Any]
+
+
+def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) -> Page | None:
+    """Parse, read title, language, ``<base>``, scripts and declared types, then clean
+    and apply ``excludes``. None for a body with no tree at all."""
     root = dom.parse_html(body_utf8)
     if root is None:
-        return Rendered(title=None, lang=None, content="", extractor="sift")
-    title = dom.title_of(root)
-    lang = dom.lang_of(root)
+        return None
     base = dom.base_href(root)
     base_url = url
     if base:
@@ -73,50 +85,59 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
             base_url = urljoin(url, base)
         except ValueError:
             base_url = url
-    script_chars = _script_chars(root)
+    title, lang, script_chars = dom.title_of(root), dom.lang_of(root), _script_chars(root)
     info = pagetype.page_info(root)
+    meta = metadata.read(root, info, base_url=base_url, lang=lang)
     dom.clean(root)
-    for sel in excludes:
+    for sel in excludes or ():
         for el in sel(root):
             dom.remove(el)
-
     body = root.find("body")
-    if body is None:
-        body = root
+    body = root if body is None else body
+    return Page(root, body, title, lang, base_url, script_chars, info, meta)
+
+
+def render_html(
+    body_utf8: bytes, *, url: str, options: RenderOptions, model: Any = DEFAULT_MODEL
+) -> Rendered:
+    """Render an HTML document (UTF-8 bytes) per ``options`` (format is not ``raw``).
+
+    ``model``: the block classifier's ``Model`` (default: the shipped one; None: the rules
+    alone)."""
+    # Compile selectors first: a bad selector is the caller's error whatever the body.
+    excludes = [compile_selector(s) for s in options.exclude]
+    chooser = compile_selector(options.selector) if options.selector else None
+    page = prepare(body_utf8, url=url, excludes=excludes)
+    if page is None:
+        return Rendered(title=None, lang=None, content="", extractor="sift")
     warnings: list[str] = []
     links: list[dict[str, str]] | None = [] if options.links else None
-
     budget = _Budget(options.max_bytes)
     if chooser is not None:
-        matched = [el for el in chooser(root) if el is not root]
-        if not matched:
-            warnings.append("selector_no_match")
-        # The caller chose the content: render every match in full, in document order.
-        # A set, so finding nested matches is linear in matches x depth, not quadratic.
-        matched_set = set(matched)
-        top = [el for el in matched if not any(a in matched_set for a in el.iterancestors())]
-        parts = []
-        for el in top:
-            if budget.left <= 0:
-                break
-            part = _emit(el, None, options, base_url, links, budget)
-            if part:
-                parts.append(part)
-        content = ("\n" if options.format == "html" else "\n\n").join(parts)
-        content = budget.finish(content, warnings)
-        return Rendered(title, lang, content, links or [], warnings, "sift-selector")
-
+        content = _render_selected(page, chooser, options, links, budget, warnings)
+        return Rendered(
+            page.title,
+            page.lang,
+            content,
+            links or [],
+            warnings,
+            "sift-selector",
+            metadata=page.metadata,
+        )
+    body, base_url = page.body, page.base_url
     container: Any = body
     skip = None
     extractor = "sift-page"
     page_chars, best_score = 0, 0.0
+    kind: str | None = None
     if options.main_content:
-        chosen = extract.select(
-            body, title=title, discussion=info.discussion, host=extract.host_of(base_url)
+        if model is DEFAULT_MODEL:
+            model = load_model()
+        chosen, kind = choose(
+            body, title=page.title, info=page.info, base_url=base_url, model=model
         )
         container, skip, extractor = chosen.container, chosen.skip, "sift"
         page_chars, best_score = chosen.text_chars, chosen.score
-
     content = _emit(container, skip, options, base_url, links, budget)
     if options.main_content:
         kept = _visible_chars(content, options.format)
@@ -130,15 +151,45 @@ def render_html(body_utf8: bytes, *, url: str, options: RenderOptions) -> Render
             budget = _Budget(options.max_bytes)
             content = _emit(body, None, options, base_url, links, budget)
             extractor = "sift-page"
-    if options.main_content and options.format != "html":
-        content = _with_declared_facts(content, info, options.format)
+        if options.format != "html":
+            content = _with_declared_facts(content, page.info, options.format)
     if links is not None:
         links = dom.links_of(body, base_url)  # every link of the page, not only the content's
     content = budget.finish(content, warnings)
     visible = page_chars if options.main_content else dom.text_len(body.itertext())
-    if visible < JS_SHELL_TEXT_CHARS and script_chars > max(JS_SHELL_SCRIPT_CHARS, 5 * visible):
+    if visible < JS_SHELL_TEXT_CHARS and page.script_chars > max(
+        JS_SHELL_SCRIPT_CHARS, 5 * visible
+    ):
         warnings.append("js_required_suspected")
-    return Rendered(title, lang, content, links or [], warnings, extractor)
+    return Rendered(
+        page.title, page.lang, content, links or [], warnings, extractor, kind, page.metadata
+    )
+
+
+def _render_selected(
+    page: Page,
+    chooser: Any,
+    options: RenderOptions,
+    links: list[dict[str, str]] | None,
+    budget: _Budget,
+    warnings: list[str],
+) -> str:
+    """Every element the caller's selector matches, in full, in document order."""
+    matched = [el for el in chooser(page.root) if el is not page.root]
+    if not matched:
+        warnings.append("selector_no_match")
+    # A set, so finding nested matches is linear in matches x depth, not quadratic.
+    matched_set = set(matched)
+    top = [el for el in matched if not any(a in matched_set for a in el.iterancestors())]
+    parts = []
+    for el in top:
+        if budget.left <= 0:
+            break
+        part = _emit(el, None, options, page.base_url, links, budget)
+        if part:
+            parts.append(part)
+    content = ("\n" if options.format == "html" else "\n\n").join(parts)
+    return budget.finish(content, warnings)
 
 
 def _with_declared_facts(content: str, info: pagetype.PageInfo, fmt: str) -> str:

@@ -12,7 +12,7 @@ Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 # Bump whenever any render's output can change, so cached renders are not reused.
-RENDER_VERSION = 3
+RENDER_VERSION = 4
 
 Warning = Literal[
     "thin_content",
@@ -80,7 +80,13 @@ class RenderOptions:
 
 @dataclass(frozen=True)
 class Rendered:
-    """The result of a render. ``links`` is filled only when ``RenderOptions.links`` is set."""
+    """The result of a render. ``links`` is filled only when ``RenderOptions.links`` is set.
+
+    ``page_type`` (HTML with ``main_content`` only, else None): ``article``, ``forum``,
+    ``product``, ``listing``, ``collection``, ``service``, ``documentation`` or ``other``.
+    ``metadata`` (HTML only): what the page declares about itself (``render.metadata``);
+    absent fields are omitted.
+    """
 
     title: str | None
     lang: str | None
@@ -88,6 +94,8 @@ class Rendered:
     links: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     extractor: str = "sift"
+    page_type: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         """Serialise for the render cache; ``from_json`` is its exact inverse."""
@@ -100,6 +108,8 @@ class Rendered:
                 "links": self.links,
                 "warnings": self.warnings,
                 "extractor": self.extractor,
+                "page_type": self.page_type,
+                "metadata": self.metadata,
             },
             ensure_ascii=False,
             separators=(",", ":"),
@@ -118,4 +128,6 @@ class Rendered:
             links=[dict(x) for x in obj.get("links") or []],
             warnings=[str(w) for w in obj.get("warnings") or []],
             extractor=str(obj.get("extractor") or "sift"),
+            page_type=obj.get("page_type"),
+            metadata=dict(obj.get("metadata") or {}),
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html as html_lib
 from dataclasses import replace
+from typing import Any
 
 from sift.errors import UnsupportedContentType
 from sift.fetch.charset import header_charset
@@ -18,6 +19,7 @@ from sift.render import nonhtml
 from sift.render.cap import cap
 from sift.render.decode import decode
 from sift.render.html import compile_selector, render_html
+from sift.render.learned import DEFAULT_MODEL
 from sift.render.options import Rendered, RenderOptions
 
 # How much of the body is inspected to call it binary.
@@ -106,13 +108,15 @@ def render(
     url: str,
     options: RenderOptions,
     charset: str | None = None,
+    model: Any = DEFAULT_MODEL,
 ) -> Rendered:
     """Render ``body`` (as fetched from ``url``) per ``options``.
 
     ``charset`` is the one the fetcher determined (HTTP header), if any; else the
     ``charset=`` parameter of ``content_type``; otherwise it is detected. Raises
     ``UnsupportedContentType`` for binaries and ``BadRequest`` for invalid selectors; any
-    other input, however malformed, yields a ``Rendered``.
+    other input, however malformed, yields a ``Rendered``. ``model`` is the block
+    classifier for HTML (default: the shipped one; None: the rules alone).
     """
     for sel in (*options.exclude, *([options.selector] if options.selector else [])):
         compile_selector(sel)
@@ -141,7 +145,9 @@ def render(
     if options.format == "raw":
         return _wrap(None, text, replace(options, format="text"), [], "raw")
     if kind == "html":
-        return render_html(text.encode("utf-8", errors="replace"), url=url, options=options)
+        return render_html(
+            text.encode("utf-8", errors="replace"), url=url, options=options, model=model
+        )
     if kind == "json":
         content, warnings = nonhtml.render_json(text, options.max_bytes)
         return _wrap(None, content, options, warnings, "json")

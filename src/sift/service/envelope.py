@@ -48,6 +48,8 @@ def envelope(
         "cache": state,
         "digest": snap.digest,
         "engine": engine,
+        "page_type": snap.rendered.page_type,
+        "metadata": snap.rendered.metadata,
     }
     if opts.links:
         env["links"], links_cut = cap_links(snap.rendered.links, max_links, eff.max_bytes)

@@ -42,6 +42,12 @@ export function fieldsOf(env, shown) {
       env.truncated ? " (more to read)" : " (all of it)"),
     field("Format", env.format),
     field("Engine", env.engine || "http"),
+    env.page_type ? field("Page type", env.page_type) : null,
+    Object.keys(env.metadata || {}).length
+      ? field("Metadata", h("dl", { class: "metadata" },
+          ...Object.entries(env.metadata).flatMap(([k, v]) =>
+            [h("dt", {}, k), h("dd", {}, Array.isArray(v) ? v.join(", ") : String(v))])))
+      : null,
     field("Digest", h("code", {}, env.digest)),
     field("Fetched", when(env.fetched_at)),
     field(

@@ -1,0 +1,374 @@
+"""Text blocks of a page and their features, for the learned block classifier.
+
+A **block** is an element the emitter writes as a block (``markdown.BLOCK_TAGS``) that holds
+visible text of its own: its text, the text of its inline descendants (links, emphasis …)
+and the tails of its children, but not the text of nested blocks. Every visible character of
+the page belongs to exactly one block, so keeping or dropping blocks never cuts a sentence.
+
+Features come from the page itself, never its site: the block's text (length, words, link
+share, punctuation, digits, capitals), its tag and the tags around it, its depth and position
+in the page, how its parent and grandparent regions read (text, links, paragraph share), how
+many siblings share its tag (cards, posts), the rules' own verdicts (inside the rules'
+container, kept by the rules' emitter predicate, chrome, teaser card, kept-for-links), the
+same few numbers for the blocks before and after it, and page-level context (total text,
+link share, the rules' container share, declared discussion/product, a listing found).
+
+``FEATURES`` names the columns; the shipped model carries the list it was trained on, and a
+model whose list differs is not used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from sift.render.extract import Selection, is_title_heading
+from sift.render.markdown import BLOCK_TAGS
+from sift.render.pagekind import PAGE_FEATURES
+from sift.render.pagetree import PageTree
+
+_TAG_GROUPS: dict[str, str] = {
+    "p": "p",
+    "li": "li",
+    "dd": "dl",
+    "dt": "dl",
+    "h1": "h1",
+    "h2": "hx",
+    "h3": "hx",
+    "h4": "hx",
+    "h5": "hx",
+    "h6": "hx",
+    "td": "td",
+    "th": "td",
+    "pre": "pre",
+    "blockquote": "quote",
+    "div": "div",
+    "section": "div",
+    "article": "div",
+    "main": "div",
+    "figcaption": "caption",
+    "caption": "caption",
+}
+_TAG_COLUMNS = ("p", "li", "dl", "h1", "hx", "td", "pre", "quote", "div", "caption")
+_REGION_TAGS = {
+    "nav": "in_nav",
+    "footer": "in_footer",
+    "header": "in_header",
+    "aside": "in_aside",
+    "form": "in_form",
+    "article": "in_article",
+    "main": "in_main",
+    "table": "in_table",
+    "ul": "in_list",
+    "ol": "in_list",
+}
+_REGION_COLUMNS = tuple(dict.fromkeys(_REGION_TAGS.values()))
+_NEIGHBOUR = ("log_chars", "link_share", "rules_kept", "punct")
+
+FEATURES: tuple[str, ...] = (
+    "log_chars",
+    "log_words",
+    "link_share",
+    "word_len",
+    "punct",
+    "sentence_end",
+    "digits",
+    "capitals",
+    "position",
+    "depth",
+    *(f"tag_{t}" for t in _TAG_COLUMNS),
+    *_REGION_COLUMNS,
+    "title_heading",
+    "same_tag_siblings",
+    "siblings",
+    "parent_log_chars",
+    "parent_link_share",
+    "parent_para_share",
+    "grand_log_chars",
+    "grand_link_share",
+    "grand_para_share",
+    "in_container",
+    "before_container",
+    "after_container",
+    "rules_kept",
+    "in_chrome",
+    "in_card",
+    "keep_links",
+    *(f"prev_{f}" for f in _NEIGHBOUR),
+    *(f"next_{f}" for f in _NEIGHBOUR),
+    "page_log_chars",
+    "page_link_share",
+    "container_share",
+    "page_blocks",
+    "discussion",
+    "product",
+    "listing",
+    *(f"page_{f}" for f in PAGE_FEATURES),
+)
+
+# The second stage reads the first stage's probabilities around each block: a block among
+# content is content (reading order is coherent), one among chrome is chrome.
+CONTEXT_FEATURES: tuple[str, ...] = (
+    "p",
+    "p_prev",
+    "p_next",
+    "p_window_2",
+    "p_window_5",
+    "p_window_15",
+    "p_page",
+    "kept_share",
+    "log_chars",
+    "link_share",
+    "rules_kept",
+    "position",
+)
+_CONTEXT_COLUMNS = tuple(
+    FEATURES.index(f) for f in ("log_chars", "link_share", "rules_kept", "position")
+)
+
+_NOT_CAPITAL = frozenset("_abcdefghijklmnopqrstuvwxyz")
+_TAG_ONE_HOT = {
+    tag: tuple(float(group == col) for col in _TAG_COLUMNS) for tag, group in _TAG_GROUPS.items()
+}
+_NO_TAG = tuple(0.0 for _ in _TAG_COLUMNS)
+# Region bit sets seen so far, as feature columns (at most 2**10 entries).
+_REGION_FLAGS: dict[int, tuple[float, ...]] = {}
+_DIGIT = re.compile(r"\d")
+_WORD = re.compile(r"\w+")
+_SENTENCE_END = (".", "!", "?", ":", "。", "；", "！", "？", '"', "”", ")")
+
+
+@dataclass
+class Blocks:
+    """The blocks of one page, in document order: element indices into ``tree.els``, their
+    text, and one feature row each (columns as ``FEATURES``)."""
+
+    tree: PageTree
+    ids: list[int]
+    texts: list[str]
+    rows: list[list[float]]
+
+
+def _block_of(t: PageTree) -> list[int]:
+    """Per element: the index of the block its own text belongs to (itself or an ancestor)."""
+    els, parent = t.els, t.parent
+    blk = [0] * len(els)
+    for i in range(1, len(els)):
+        blk[i] = i if els[i].tag in BLOCK_TAGS else blk[parent[i]]
+    return blk
+
+
+def _texts(t: PageTree, blk: list[int]) -> dict[int, list[str]]:
+    parts: dict[int, list[str]] = {}
+    els, parent = t.els, t.parent
+    for i, el in enumerate(els):
+        if el.text and t.own[i]:
+            parts.setdefault(blk[i], []).append(el.text)
+        if i and el.tail and not el.tail.isspace():
+            parts.setdefault(blk[parent[i]], []).append(el.tail)
+    return parts
+
+
+def _rules_kept(t: PageTree, sel: Selection) -> tuple[list[bool], list[bool]]:
+    """Per element: inside the rules' container; and kept by the rules' emitter."""
+    n = len(t.els)
+    inside = [False] * n
+    kept = [False] * n
+    top = t.index.get(sel.container, 0)
+    inside[top] = kept[top] = True
+    skip = sel.skip
+    parent = t.parent
+    for i in range(top + 1, n):
+        p = parent[i]
+        if p >= 0 and inside[p]:
+            inside[i] = True
+            kept[i] = kept[p] and not skip(t.els[i])
+    return inside, kept
+
+
+def _ancestry(t: PageTree, sel: Selection) -> tuple[list[int], list[int], list[bool]]:
+    """Per element: region flags (bit per ``_REGION_COLUMNS``), block depth, in chrome."""
+    n = len(t.els)
+    bits = {col: 1 << k for k, col in enumerate(_REGION_COLUMNS)}
+    region = [0] * n
+    depth = [0] * n
+    chrome = sel.boiler[:] if sel.boiler else [False] * n
+    els, parent = t.els, t.parent
+    for i in range(1, n):
+        p = parent[i]
+        flag = _REGION_TAGS.get(els[i].tag)
+        region[i] = region[p] | (bits[flag] if flag else 0)
+        depth[i] = depth[p] + (1 if els[i].tag in BLOCK_TAGS else 0)
+        if chrome[p]:
+            chrome[i] = True
+    return region, depth, chrome
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole else 0.0
+
+
+def page_blocks(
+    sel: Selection, *, discussion: bool, product: bool, page_row: list[float]
+) -> Blocks:
+    """The page's blocks and their features, from what the rules measured (``sel``) and
+    the page-type features of the page (``page_row``)."""
+    t = sel.tree
+    assert t is not None
+    blk = _block_of(t)
+    parts = _texts(t, blk)
+    ids = sorted(parts)
+    bown: dict[int, int] = dict.fromkeys(ids, 0)
+    blink: dict[int, int] = dict.fromkeys(ids, 0)
+    for i, c in enumerate(t.own):
+        if c:
+            b = blk[i]
+            if b in bown:
+                bown[b] += c
+                if t.in_link[i]:
+                    blink[b] += c
+    ids = [b for b in ids if bown[b]]
+    inside, kept = _rules_kept(t, sel)
+    top = t.index.get(sel.container, 0)
+    region, depth, chrome = _ancestry(t, sel)
+    cards = _spread(sel.cards, t.parent)
+    total0 = t.total[0] or 1
+    page = [
+        math.log1p(t.total[0]),
+        _share(t.link[0], t.total[0]),
+        _share(sel.chosen_chars, t.total[0]),
+        math.log1p(len(ids)),
+        float(discussion),
+        float(product),
+        float(sel.listing),
+        *page_row,
+    ]
+    texts: list[str] = []
+    rows: list[list[float]] = []
+    tags: dict[int, dict[str, int]] = {}
+    before = 0
+    for b in ids:
+        text = " ".join(parts[b])
+        texts.append(text)
+        row = _own_features(text, bown[b], blink[b], before / total0, depth[b], t.els[b])
+        row.extend(_context(t, b, region[b], sel.title_key, tags))
+        row.extend(
+            (
+                float(inside[b]),
+                float(b < top),
+                float(b > top and not inside[b]),
+                float(kept[b]),
+                float(chrome[b]),
+                float(cards[b]),
+                float(bool(sel.keep_links) and sel.keep_links[b]),
+            )
+        )
+        rows.append(row)
+        before += bown[b]
+    _add_neighbours(rows, page)
+    return Blocks(t, ids, texts, rows)
+
+
+def _spread(group: set[int], parent: list[int]) -> list[bool]:
+    out = [False] * len(parent)
+    for i in range(len(parent)):
+        p = parent[i]
+        out[i] = i in group or (p >= 0 and out[p])
+    return out
+
+
+def _own_features(
+    text: str, n_chars: int, n_link: int, position: float, depth: int, el: Any
+) -> list[float]:
+    words = _WORD.findall(text)
+    n_words = len(words) or 1
+    stripped = text.rstrip()
+    # A word starts with a capital (any letter but a-z, not a digit or "_"): the same count
+    # as r"\b[^\W\d_a-z]" over the text, without a second regex pass.
+    capitals = sum(1 for w in words if w[0] not in _NOT_CAPITAL and not w[0].isdecimal())
+    row = [
+        math.log1p(n_chars),
+        math.log1p(len(words)),
+        n_link / n_chars,
+        n_chars / n_words,
+        sum(map(text.count, ".,;:!?")) / n_chars,
+        float(stripped.endswith(_SENTENCE_END)),
+        len(_DIGIT.findall(text)) / n_chars,
+        capitals / n_words,
+        position,
+        float(min(depth, 30)),
+    ]
+    row.extend(_TAG_ONE_HOT.get(el.tag, _NO_TAG))
+    return row
+
+
+def _context(
+    t: PageTree, b: int, region: int, title_key: str, tags: dict[int, dict[str, int]]
+) -> list[float]:
+    flags = _REGION_FLAGS.get(region)
+    if flags is None:
+        flags = _REGION_FLAGS[region] = tuple(
+            float(bool(region & (1 << k))) for k in range(len(_REGION_COLUMNS))
+        )
+    row = list(flags)
+    el = t.els[b]
+    row.append(float(bool(title_key) and is_title_heading(el, title_key)))
+    p = t.parent[b] if b > 0 else 0
+    if b > 0:
+        up = t.els[p]
+        siblings = len(up)
+        if siblings < 200:
+            counts = tags.get(p)
+            if counts is None:  # once per parent: its children's tags
+                counts = tags[p] = {}
+                for c in up:
+                    counts[c.tag] = counts.get(c.tag, 0) + 1
+            same = counts[el.tag]
+        else:
+            same = siblings
+    else:
+        siblings = same = 0
+    row.extend((math.log1p(same), math.log1p(siblings)))
+    g = t.parent[p] if p > 0 else p
+    for j in (p, g):
+        total = t.total[j]
+        row.extend((math.log1p(total), _share(t.link[j], total), _share(t.para[j], total)))
+    return row
+
+
+def _add_neighbours(rows: list[list[float]], page: list[float]) -> None:
+    """Append the previous and next blocks' few numbers, then the page's, to every row."""
+    cols = [FEATURES.index(f) for f in _NEIGHBOUR]
+    edge = [0.0, 0.0, 0.0, 0.0]
+    own = [[r[c] for c in cols] for r in rows]
+    for k, row in enumerate(rows):
+        row.extend(own[k - 1] if k > 0 else edge)
+        row.extend(own[k + 1] if k + 1 < len(rows) else edge)
+        row.extend(page)
+
+
+def context_rows(rows: list[list[float]], probs: list[float]) -> list[list[float]]:
+    """One ``CONTEXT_FEATURES`` row per block, from the first stage's ``probs``."""
+    n = len(probs)
+    if not n:
+        return []
+    lc = _CONTEXT_COLUMNS[0]
+    sizes = [math.expm1(r[lc]) for r in rows]
+    total = sum(sizes) or 1.0
+    kept_share = sum(c for c, p in zip(sizes, probs, strict=True) if p >= 0.5) / total
+    mean = sum(probs) / n
+    prefix = [0.0]
+    for p in probs:
+        prefix.append(prefix[-1] + p)
+    out = []
+    for i, p in enumerate(probs):
+        row = [p, probs[i - 1] if i else 0.0, probs[i + 1] if i + 1 < n else 0.0]
+        for k in (2, 5, 15):
+            a, b = max(0, i - k), min(n, i + k + 1)
+            row.append((prefix[b] - prefix[a] - p) / max(1, b - a - 1))
+        row.extend((mean, kept_share))
+        row.extend(rows[i][c] for c in _CONTEXT_COLUMNS)
+        out.append(row)
+    return out

@@ -1,0 +1,118 @@
+"""Main content chosen by the block classifier, on top of the rules.
+
+The rules (``extract.select``) run first: their container, chrome marks, cards and emitter
+verdicts become features of every text block (``blocks``). The first ensemble scores each
+block; the second (``context``) reads those scores around each block (neighbours, windows,
+the page's mean) and keeps the blocks above its threshold. The output is still one reading
+order: the content is the deepest element holding every kept block, emitted in document
+order, and the emitter skips exactly the subtrees that hold no kept block (so a kept
+block's inline text is never cut, and a dropped block's words never appear unless a kept
+block sits inside it). The document title's heading is left out as before
+(``Rendered.title`` carries it).
+
+Without a usable model (or when it keeps nothing) the rules' selection is used as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sift.render.blocks import FEATURES, Blocks, context_rows, page_blocks
+from sift.render.extract import Selection, host_of, is_title_heading, select
+from sift.render.markdown import BLOCK_TAGS
+from sift.render.model import Model
+from sift.render.pagekind import classify, page_features
+from sift.render.pagetree import common_ancestor
+from sift.render.pagetype import PageInfo
+
+
+class _Default:
+    """The shipped model (the default of ``render_html``'s ``model``)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_MODEL"
+
+
+DEFAULT_MODEL: Any = _Default()
+
+
+def choose(
+    body: Any, *, title: str | None, info: PageInfo, base_url: str, model: Model | None
+) -> tuple[Selection, str]:
+    """The content of a cleaned page (the rules' selection, refined by ``model``) and the
+    page's type (``other`` without a model)."""
+    sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url))
+    if model is None:
+        return sel, "other"
+    row = page_features(body, info, sel)
+    kind, rules_alone = classify(model, row)
+    ens = model.ensembles.get("blocks")
+    if ens is None or sel.tree is None or rules_alone:
+        return sel, kind
+    blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
+    probs = [ens.probability(r) for r in blocks.rows]
+    context = model.ensembles.get("context")
+    if context is not None:
+        ens = context
+        probs = [ens.probability(r) for r in context_rows(blocks.rows, probs)]
+    # Where the rules kept a block the model needs less to keep it than to add one they
+    # left out: the two thresholds are tuned on cross-validated probabilities.
+    rules = FEATURES.index("rules_kept")
+    keep, add = ens.threshold, ens.add_threshold
+    chosen = [
+        p >= (keep if row[rules] > 0.5 else add) for p, row in zip(probs, blocks.rows, strict=True)
+    ]
+    return apply(sel, blocks, chosen), kind
+
+
+def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:
+    """The selection that emits exactly the kept blocks (the rules' one if none is kept)."""
+    kept = [b for b, k in zip(blocks.ids, keep, strict=True) if k]
+    t = blocks.tree
+    if not kept:
+        return sel
+    n = len(t.els)
+    holds = [False] * n  # the subtree holds a kept block
+    for b in kept:
+        j = b
+        while j >= 0 and not holds[j]:
+            holds[j] = True
+            j = t.parent[j]
+    kept_block = [False] * n
+    for b in kept:
+        kept_block[b] = True
+    owner = _owner(t.els, t.parent)
+    index = t.index
+    title_key = sel.title_key
+
+    def skip(el: Any) -> bool:
+        i = index.get(el)
+        if i is None:
+            return False
+        if not holds[i] and not kept_block[owner[i]]:
+            return True
+        return bool(title_key) and is_title_heading(el, title_key)
+
+    top = common_ancestor(kept, t.parent)
+    chars = sum(t.own[i] for i in range(n) if kept_block[owner[i]])
+    return Selection(
+        t.els[top],
+        skip,
+        t.total[0],
+        t.total[top],
+        float(chars),
+        t,
+        sel.boiler,
+        sel.cards,
+        sel.keep_links,
+        sel.listing,
+        title_key,
+    )
+
+
+def _owner(els: list[Any], parent: list[int]) -> list[int]:
+    """Per element: the block its own text belongs to (itself, or its nearest block)."""
+    out = [0] * len(els)
+    for i in range(1, len(els)):
+        out[i] = i if els[i].tag in BLOCK_TAGS else out[parent[i]]
+    return out
