@@ -22,6 +22,8 @@ Adding a flood (DNS, renders, browser pages, maps, ...): write one coroutine
 (e.g. an ``[egress.resolve]`` table), ``victim`` replaces the ordinary request timed (by
 default a cached ``POST /v1/fetch``) when the resource needs another one (a render, a
 browser page). The registry is ``FLOODS``; ``--floods`` picks from it by name.
+
+Data: none from outside; every server, page and flood is made here, on loopback.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ fleet caller's ordinary requests alone (unloaded) and while a restricted caller 
 
 ``flood_dns`` and ``flood_maps`` return a dict (``unloaded_p99_s``, ``loaded_p99_s``,
 ``ratio``, ``errors``) a fairness registry can collect.
+
+Data: none from outside; the DNS server, pages and sitemaps are made here, on loopback.
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ restricted caller (``agent``) against one fleet caller's ordinary requests (``in
 Each prints the victim's p50/p99 alone and under the flood, the ratio loaded/unloaded, and
 the target: loaded p99 <= 2 x unloaded p99 + the flood's fair share (ratio to the target
 <= 1 passes).
+
+Data: none from outside; the pages are made here, on loopback.
 """
 
 from __future__ import annotations

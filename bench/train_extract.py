@@ -18,6 +18,8 @@ hash, the feature lists, the CV scores and ``RENDER_VERSION``.
 ``--folds-out`` also writes the k fold models (each trained without its fold's sites), so
 ``bench/extract.py --cv`` scores every page with a model that never saw its site.
 ``--limit N`` keeps the first N pages of each set (the determinism test uses it).
+
+Data: the scrapinghub and WCXB dev sets, found by bench/data.py (`extraction_set`).
 """
 
 from __future__ import annotations

@@ -350,6 +350,8 @@ def _page_line(envelope: Mapping[str, Any]) -> list[str]:
         value = " ".join(str(meta.get(key) or "").split())[:120]
         if value:
             parts.append(label + value)
+    if kind == "other" and len(parts) == 1:
+        return []  # nothing to tell the agent
     return [" | ".join(parts)]
 
 

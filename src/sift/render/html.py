@@ -25,9 +25,8 @@ from lxml import etree
 from sift.errors import BadRequest
 from sift.render import dom, metadata, pagetype
 from sift.render.cap import cap
-from sift.render.learned import DEFAULT_MODEL, choose
+from sift.render.learned import DEFAULT_MODEL, choose, load_model
 from sift.render.markdown import Emitter, escape_paragraph
-from sift.render.model import load as load_model
 from sift.render.options import Rendered, RenderOptions
 
 # Main content shorter than this, on a page with several times more text, is "thin".

@@ -15,13 +15,15 @@ Without a usable model (or when it keeps nothing) the rules' selection is used a
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
 from typing import Any
 
-from sift.render.blocks import FEATURES, Blocks, context_rows, page_blocks
+from sift.render.blocks import CONTEXT_FEATURES, FEATURES, Blocks, context_rows, page_blocks
 from sift.render.extract import Selection, host_of, is_title_heading, select
 from sift.render.markdown import BLOCK_TAGS
-from sift.render.model import Model
-from sift.render.pagekind import classify, page_features
+from sift.render.model import Model, load
+from sift.render.pagekind import PAGE_FEATURES, classify, page_features
 from sift.render.pagetree import common_ancestor
 from sift.render.pagetype import PageInfo
 
@@ -36,6 +38,20 @@ class _Default:
 DEFAULT_MODEL: Any = _Default()
 
 
+# A page with less text than this is typed "other": a few lines say nothing of the page's
+# kind (a two-line page read as a "forum" misleads more than it tells).
+MIN_TYPED_CHARS = 500
+_LOG_CHARS = PAGE_FEATURES.index("log_chars")
+_FEW_CHARS = math.log1p(MIN_TYPED_CHARS)
+
+
+@lru_cache(maxsize=1)
+def load_model() -> Model | None:
+    """The shipped model, checked against the features this code computes; loaded once per
+    process; None (with a log warning) when unusable, and the rules render alone."""
+    return load({"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES})
+
+
 def choose(
     body: Any, *, title: str | None, info: PageInfo, base_url: str, model: Model | None
 ) -> tuple[Selection, str]:
@@ -46,6 +62,8 @@ def choose(
         return sel, "other"
     row = page_features(body, info, sel)
     kind, rules_alone = classify(model, row)
+    if row[_LOG_CHARS] < _FEW_CHARS:
+        kind = "other"  # too little text to say what kind of page it is
     ens = model.ensembles.get("blocks")
     if ens is None or sel.tree is None or rules_alone:
         return sel, kind

@@ -22,7 +22,6 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -155,15 +154,13 @@ def read(text: str, features: dict[str, tuple[str, ...]]) -> Model | None:
         return None
 
 
-@lru_cache(maxsize=1)
-def load() -> Model | None:
-    """The shipped model, loaded once per process; None (with a warning) when unusable."""
-    from sift.render.blocks import CONTEXT_FEATURES, FEATURES
-    from sift.render.pagekind import PAGE_FEATURES
-
+def load(features: dict[str, tuple[str, ...]]) -> Model | None:
+    """The shipped model, checked against the code's ``features`` (ensemble name -> feature
+    names); None (with a warning) when unusable. Callers cache it (``learned.load_model``):
+    the feature lists live with the code that computes them, above this module."""
     try:
         text = resources.files("sift.render").joinpath(MODEL_FILE).read_text("utf-8")
     except OSError as exc:
         log.warning("extraction model not found (%s); falling back to the rules", exc)
         return None
-    return read(text, {"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES})
+    return read(text, features)

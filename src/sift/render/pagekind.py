@@ -1,6 +1,6 @@
 """The page's type: article, forum, product, listing, collection, service, documentation, other.
 
-A small tree ensemble (``model.load()["page_type"]``, trained on WCXB's labels by
+A small tree ensemble (``learned.load_model().ensembles["page_type"]``, trained on WCXB's labels by
 ``bench/train_extract.py``) reads one row of page-level features: the types the page
 declares (JSON-LD ``@type``, microdata, ``og:type``), its structure (how many headings,
 list items, table cells, code blocks, images, ``<time>``s, teaser cards, sections), how its
