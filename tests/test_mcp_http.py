@@ -67,10 +67,7 @@ async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
             assert content == CONTENT
             digest = first.json()["digest"]
             # Too short to have a kind: "other", and no metadata, so no "page:" line.
-            assert (first.json()["page_type"], first.json()["metadata"]) == (
-                "other",
-                {"lang": "en"},
-            )
+            assert (first.json()["page_type"], first.json()["metadata"]) == ("other", {})
             assert foot == (
                 "---\n"
                 "title: Over HTTP\n"
