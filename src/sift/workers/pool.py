@@ -30,6 +30,7 @@ Workers are started with ``spawn``: forking a process that already runs threads 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import multiprocessing
 import os
@@ -99,7 +100,11 @@ def _worker_main(conn: Connection, memory_bytes: int) -> None:
         _selftest()
     except BaseException as exc:  # noqa: BLE001 - any failure here means "cannot render"
         _limit_memory(None)
-        conn.send(("broken", f"{type(exc).__name__}: {exc}"[:300]))
+        # Under the address-space limit an import may fail in a syscall (ENOMEM) rather than
+        # in the allocator: the cause is the same, and it is named the same.
+        out_of_memory = isinstance(exc, OSError) and exc.errno == errno.ENOMEM
+        name = "MemoryError" if out_of_memory else type(exc).__name__
+        conn.send(("broken", f"{name}: {exc}"[:300]))
         return
     conn.send(("ready", os.getpid()))
     while True:
