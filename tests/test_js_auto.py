@@ -12,6 +12,7 @@ one are in ``tests/test_jsshell.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import mimetypes
 from collections.abc import AsyncIterator
@@ -129,3 +130,17 @@ async def test_content_rich_page_with_heavy_scripts_stays_on_http(
     assert (env["engine"], env["warnings"]) == ("http", [])
     assert env["content"] == ARTICLE
     assert upstream.hits["/static/vendor.js"] == 0  # no browser ever loaded it
+
+
+async def test_a_class_without_the_browser_is_told_why(tmp_path: Path, upstream: Upstream) -> None:
+    """``classes.<class>.browser = false``: auto stays on HTTP and says so (no Chromium needed:
+    the class is refused before the browser is looked at)."""
+    settings = make_settings(tmp_path, upstream_port=upstream.port)
+    classes = dataclasses.replace(
+        settings.classes, restricted=dataclasses.replace(settings.classes.restricted, browser=False)
+    )
+    settings = dataclasses.replace(settings, classes=classes)
+    async with running_app(settings) as base, httpx.AsyncClient(base_url=base) as client:
+        env = await fetch(client, url=f"http://{PUBLIC_NAME}:{upstream.port}/vue/")
+    assert (env["engine"], env["content"]) == ("http", "")
+    assert env["warnings"] == ["js_required_suspected", "browser_not_allowed"]

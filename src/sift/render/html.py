@@ -78,15 +78,16 @@ def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) ->
         except ValueError:
             base_url = url
     title, lang = dom.title_of(root), dom.lang_of(root)
-    js_shell = jsshell.verdict(jsshell.read(root))
+    shell = jsshell.Reader(root)
     info = pagetype.page_info(root)
     meta = metadata.read(root, info, base_url=base_url, lang=lang)
     dom.clean(root)
+    body = root.find("body")
+    body = root if body is None else body
+    js_shell = jsshell.verdict(shell.signals(body))  # the page as served, before `exclude`
     for sel in excludes or ():
         for el in sel(root):
             dom.remove(el)
-    body = root.find("body")
-    body = root if body is None else body
     return Page(root, body, title, lang, base_url, js_shell, info, meta)
 
 

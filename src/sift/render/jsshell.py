@@ -1,10 +1,11 @@
 """Does the text a person would see need JavaScript? Read from the HTTP response's HTML.
 
-General statements about HTML, never a list of sites or frameworks. Read once from the parsed
-tree before cleaning (``html.prepare``: scripts and ``<noscript>`` are still there):
+General statements about HTML, never a list of sites or frameworks. The tree parsed for the
+render is read in two steps around ``dom.clean`` (``html.prepare``), never parsed again:
 
-- the **visible text** of the body: every text node outside ``script``, ``style``,
-  ``template``, ``noscript`` and the other never-visible elements (``dom.DROP_TAGS``);
+- the **visible text** of the body after cleaning (scripts, styles, templates, hidden
+  elements and controls gone); a ``<noscript>`` counts only where cleaning keeps it as the
+  page's text and it is more than a short plea to enable JavaScript;
 - the **scripts that would run**: external (``src``) and module scripts, module preloads, and
   inline code (``type`` absent or a JavaScript type), with its size and whether it writes
   markup (``document.write``, ``innerHTML``, ``insertAdjacentHTML``, ``createElement``);
@@ -22,13 +23,12 @@ whose text is in its HTML never needs the browser, however many scripts it carri
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from lxml import etree
-
-from sift.render.dom import DROP_TAGS
+from sift.render.dom import DROP_TAGS, text_len
 
 # Visible text below this: "almost none" (a "Loading…", a one-line footer).
 NEAR_EMPTY_CHARS = 50
@@ -59,11 +59,6 @@ _WRITES = re.compile(
     r"document\.write|\.innerHTML\s*=|insertAdjacentHTML|createElement\s*\(|\.textContent\s*="
 )
 _STATE = re.compile(r"\b(?:window|self|globalThis)\.__\w+")
-_SKIP = sorted((DROP_TAGS | {"noscript"}) - {"head"})
-# One ancestor walk per text node, each ancestor tested against every skipped name.
-_VISIBLE_TEXT = etree.XPath(
-    "//body//text()[not(ancestor::*[" + " or ".join(f"self::{t}" for t in _SKIP) + "])]"
-)
 
 
 @dataclass(frozen=True)
@@ -84,52 +79,62 @@ class Signals:
         return bool(self.external_scripts or self.module_scripts or self.inline_code_chars)
 
 
-def _text_len(parts: Any) -> int:
-    return sum(len(" ".join(p.split())) for p in parts)
+class Reader:
+    """Reads a page in two steps around ``dom.clean``: the scripts, mount points and
+    ``<noscript>`` elements before (``Reader(root)``: cleaning drops scripts), the visible text
+    after (``signals(body)``: cleaning has dropped what is never visible, in C)."""
 
-
-def read(root: Any) -> Signals:
-    """The signals of a parsed page, before ``dom.clean`` (which drops scripts)."""
-    external = module = code = 0
-    writes = data = False
-    for el in root.iter("script"):
-        kind = (el.get("type") or "").strip().lower()
-        text = el.text or ""
-        if kind == "module":
-            module += 1
-        if kind in _JS_TYPES:
-            if el.get("src"):
-                external += 1
-            elif text.strip():
-                code += len(text)
-                writes = writes or bool(_WRITES.search(text))
-                data = data or bool(_STATE.search(text))
-        elif text.strip() and kind not in _NOT_DATA_TYPES and "json" in kind:
-            data = True
-    for el in root.iter("link"):
-        if (el.get("rel") or "").strip().lower() == "modulepreload":
-            module += 1
-    body = root.find("body")
-    mounts = noscript = 0
-    if body is not None:
-        for el in body.iter():
+    def __init__(self, root: Any) -> None:
+        external = module = code = 0
+        writes = data = False
+        for el in root.iter("script"):
+            kind = (el.get("type") or "").strip().lower()
+            text = el.text or ""
+            if kind == "module":
+                module += 1
+            if kind in _JS_TYPES:
+                if el.get("src"):
+                    external += 1
+                elif text.strip():
+                    code += len(text)
+                    writes = writes or bool(_WRITES.search(text))
+                    data = data or bool(_STATE.search(text))
+            elif text.strip() and kind not in _NOT_DATA_TYPES and "json" in kind:
+                data = True
+        for el in root.iter("link"):
+            if (el.get("rel") or "").strip().lower() == "modulepreload":
+                module += 1
+        self._noscripts: list[Any] = []
+        mounts = 0
+        body = root.find("body")
+        for el in () if body is None else body.iter():
             tag = el.tag
             if not isinstance(tag, str) or tag in DROP_TAGS:
                 continue
             if tag == "noscript":
-                noscript += _text_len(el.itertext())
+                self._noscripts.append(el)
             elif len(el) == 0 and not (el.text or "").strip() and (el.get("id") or "-" in tag):
                 mounts += 1
-    return Signals(
-        visible_chars=_text_len(_VISIBLE_TEXT(root)) if body is not None else 0,
-        external_scripts=external,
-        module_scripts=module,
-        inline_code_chars=code,
-        writes_markup=writes,
-        hydration_data=data,
-        empty_mounts=mounts,
-        noscript_chars=noscript,
-    )
+        self._base = Signals(
+            external_scripts=external,
+            module_scripts=module,
+            inline_code_chars=code,
+            writes_markup=writes,
+            hydration_data=data,
+            empty_mounts=mounts,
+            noscript_chars=sum(text_len(el.itertext()) for el in self._noscripts),
+        )
+
+    def signals(self, body: Any) -> Signals:
+        """The signals, with the visible text of the cleaned ``body``. ``dom.clean`` keeps a
+        ``<noscript>`` (as a ``div``) when it holds more text than the rest of the page: then
+        it is the page's text and counts, unless it is only a short plea to enable
+        JavaScript (at most ``NOSCRIPT_PLEA_CHARS``)."""
+        visible = text_len(body.itertext())
+        if self._base.noscript_chars <= NOSCRIPT_PLEA_CHARS:
+            kept = [el for el in self._noscripts if el.tag == "div" and el.getparent() is not None]
+            visible -= sum(text_len(el.itertext()) for el in kept)
+        return dataclasses.replace(self._base, visible_chars=max(visible, 0))
 
 
 def verdict(s: Signals) -> str | None:
