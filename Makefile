@@ -23,8 +23,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
 	touch $(SERVE_STAMP) $(STAMP)
 
+# The browser where this machine allows it (tools/browser-setup never fails: without it sift
+# serves anyway, the browser marked absent); Playwright's download, if used, is passed on.
 serve: $(SERVE_STAMP)
-	$(BIN)/sift serve $(ARGS)
+	@exe="$$(tools/browser-setup $(BIN)/python)"; \
+	if [ -n "$$exe" ]; then export SIFT_BROWSER_EXECUTABLE="$$exe"; fi; \
+	exec $(BIN)/sift serve $(ARGS)
 
 test: lint typecheck pytest
 

@@ -8,7 +8,7 @@
   next page loads;
 - the browser killed mid-request: that request fails cleanly, the next one succeeds;
 - no browser: ``engine=browser`` is ``browser_unavailable`` with how to install it, and
-  ``auto`` stays HTTP.
+  ``auto`` stays HTTP with the warning ``browser_unavailable``.
 """
 
 from __future__ import annotations
@@ -101,13 +101,14 @@ async def test_js_page_by_engine(sift: httpx.AsyncClient, upstream: Upstream) ->
     assert http["warnings"] == ["js_required_suspected"]
     assert upstream.hits["/data.json"] == 0
 
-    for engine in ("auto", "browser"):
+    # auto says why it used the browser: "Loading…" and a script that writes innerHTML.
+    for engine, warnings in (("auto", ["browser_used:script_written"]), ("browser", [])):
         r = await fetch(sift, RESTRICTED_KEY, url=target, engine=engine)
         assert r.status_code == 200, r.text
         env = r.json()
         assert env["engine"] == "browser"
         assert env["content"] == f"# Figures\n\n{TEXT}\n\n{DATA['more']}"
-        assert env["warnings"] == []
+        assert env["warnings"] == warnings
         assert env["final_url"] == target
     # auto loaded it (miss), browser found it cached (same egress scope, same engine)
     assert upstream.hits["/data.json"] == 1
@@ -204,7 +205,10 @@ async def test_no_browser(tmp_path: Path, upstream: Upstream) -> None:
         assert error["code"] == "browser_unavailable"
         assert "apt-get install --no-install-recommends chromium-headless-shell" in error["hint"]
         auto = (await fetch(client, RESTRICTED_KEY, url=url(upstream, "/app"))).json()
-        assert (auto["engine"], auto["warnings"]) == ("http", ["js_required_suspected"])
+        assert (auto["engine"], auto["warnings"]) == (
+            "http",
+            ["js_required_suspected", "browser_unavailable"],
+        )
         assert (await client.get("/healthz")).json()["browser"] == "absent"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -53,5 +54,14 @@ def build_browser(
     """The guarded headless browser over ``fetcher``; Chromium is launched on the first page
     that needs it (absent when Chromium is not installed)."""
     from sift.browser import Browser
+    from sift.browser.launcher import absent_reason
+    from sift.errors import BROWSER_INSTALL_HINT
 
+    reason = absent_reason(settings.browser)
+    if reason is not None and settings.browser.enabled:  # one line at start, saying how
+        logging.getLogger("sift.browser").warning(
+            "browser absent: %s; engine auto stays on HTTP (warning browser_unavailable). %s",
+            reason,
+            BROWSER_INSTALL_HINT,
+        )
     return Browser(settings.browser, fetcher, metrics=metrics)

@@ -112,6 +112,17 @@ def playwright_available() -> bool:
     return True
 
 
+def absent_reason(settings: BrowserSettings) -> str | None:
+    """Why no browser can run with ``settings`` at all, or ``None`` (nothing is launched)."""
+    if not settings.enabled:
+        return "the browser is disabled on this server (browser.enabled = false)"
+    if not os.access(settings.executable, os.X_OK):
+        return f"Chromium is not installed here ({settings.executable} not found)"
+    if not playwright_available():
+        return "Playwright for Python is not installed on this server"
+    return None
+
+
 class Launcher:
     """Owns Playwright, the browser process and the deny-all proxy. Not thread-safe; one
     per event loop. ``close`` is idempotent."""
@@ -149,13 +160,7 @@ class Launcher:
 
     def absent_reason(self) -> str | None:
         """Why no browser can run here at all, or ``None``."""
-        if not self.settings.enabled:
-            return "the browser is disabled on this server (browser.enabled = false)"
-        if not os.access(self.settings.executable, os.X_OK):
-            return f"Chromium is not installed here ({self.settings.executable} not found)"
-        if not playwright_available():
-            return "Playwright for Python is not installed on this server"
-        return None
+        return absent_reason(self.settings)
 
     @property
     def state(self) -> BrowserState:

@@ -46,7 +46,17 @@ def collect_stats(db: DB, settings: Settings) -> dict[str, Any]:
         "batch_bytes": stats["batch_bytes"],
         "batch_max_bytes": settings.batch.max_bytes,
         "browser_pages": counters.get("browser_pages", 0),
+        "browser": _browser_state(settings),
     }
+
+
+def _browser_state(settings: Settings) -> dict[str, str | None]:
+    """Whether this node's settings find a browser to run (what /healthz calls ``absent``
+    or ``ready``; ``broken`` is known only to a running server), and if not, why."""
+    from sift.browser.launcher import absent_reason
+
+    reason = absent_reason(settings.browser)
+    return {"state": "absent" if reason else "ready", "absent_reason": reason}
 
 
 def _human(n: int) -> str:
@@ -114,4 +124,6 @@ def _print_stats(st: dict[str, Any]) -> None:
             f"cluster   {c['live_jobs']} live jobs, {c['pending_targets']} pending and "
             f"{c['running_targets']} running targets, {c['nodes_leasing']} nodes holding leases"
         )
-    print(f"browser   {st['browser_pages']} pages loaded (see docs/browser.md)")
+    browser = st["browser"]
+    state = browser["state"] + (f": {browser['absent_reason']}" if browser["absent_reason"] else "")
+    print(f"browser   {state}; {st['browser_pages']} pages loaded (see docs/browser.md)")

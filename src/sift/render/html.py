@@ -23,7 +23,7 @@ from urllib.parse import urljoin
 from lxml import etree
 
 from sift.errors import BadRequest
-from sift.render import dom, metadata, pagetype
+from sift.render import dom, jsshell, metadata, pagetype
 from sift.render.cap import cap
 from sift.render.learned import DEFAULT_MODEL, choose, load_model
 from sift.render.markdown import Emitter, escape_paragraph
@@ -32,10 +32,6 @@ from sift.render.options import Rendered, RenderOptions
 # Main content shorter than this, on a page with several times more text, is "thin".
 THIN_CONTENT_CHARS = 200
 THIN_PAGE_FACTOR = 3
-# A page whose visible text is below this while scripts outweigh it looks JavaScript-built.
-JS_SHELL_TEXT_CHARS = 200
-JS_SHELL_SCRIPT_CHARS = 2000
-
 _KEEP_ATTRS = frozenset({"href", "src", "alt", "title", "colspan", "rowspan", "lang", "start"})
 
 
@@ -53,10 +49,6 @@ def compile_selector(selector: str) -> Any:
         ) from exc
 
 
-def _script_chars(root: Any) -> int:
-    return sum(len(el.text or "") for el in root.iter("script"))
-
-
 @dataclass
 class Page:
     """A parsed, cleaned page and what was read from it before cleaning."""
@@ -66,7 +58,7 @@ class Page:
     title: str | None
     lang: str | None
     base_url: str
-    script_chars: int
+    js_shell: str | None  # why the visible text needs JavaScript (jsshell.REASONS), or None
     info: pagetype.PageInfo
     metadata: dict[str, Any]
 
@@ -84,16 +76,18 @@ def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) ->
             base_url = urljoin(url, base)
         except ValueError:
             base_url = url
-    title, lang, script_chars = dom.title_of(root), dom.lang_of(root), _script_chars(root)
+    title, lang = dom.title_of(root), dom.lang_of(root)
+    shell = jsshell.Reader(root)
     info = pagetype.page_info(root)
     meta = metadata.read(root, info, base_url=base_url, lang=lang)
     dom.clean(root)
+    body = root.find("body")
+    body = root if body is None else body
+    js_shell = jsshell.verdict(shell.signals(body))  # the page as served, before `exclude`
     for sel in excludes or ():
         for el in sel(root):
             dom.remove(el)
-    body = root.find("body")
-    body = root if body is None else body
-    return Page(root, body, title, lang, base_url, script_chars, info, meta)
+    return Page(root, body, title, lang, base_url, js_shell, info, meta)
 
 
 def render_html(
@@ -114,6 +108,8 @@ def render_html(
     budget = _Budget(options.max_bytes)
     if chooser is not None:
         content = _render_selected(page, chooser, options, links, budget, warnings)
+        if page.js_shell is not None:
+            warnings.append("js_required_suspected")
         return Rendered(
             page.title,
             page.lang,
@@ -122,6 +118,7 @@ def render_html(
             warnings,
             "sift-selector",
             metadata=page.metadata,
+            js_shell=page.js_shell,
         )
     body, base_url = page.body, page.base_url
     container: Any = body
@@ -155,13 +152,18 @@ def render_html(
     if links is not None:
         links = dom.links_of(body, base_url)  # every link of the page, not only the content's
     content = budget.finish(content, warnings)
-    visible = page_chars if options.main_content else dom.text_len(body.itertext())
-    if visible < JS_SHELL_TEXT_CHARS and page.script_chars > max(
-        JS_SHELL_SCRIPT_CHARS, 5 * visible
-    ):
+    if page.js_shell is not None:
         warnings.append("js_required_suspected")
     return Rendered(
-        page.title, page.lang, content, links or [], warnings, extractor, kind, page.metadata
+        page.title,
+        page.lang,
+        content,
+        links or [],
+        warnings,
+        extractor,
+        kind,
+        page.metadata,
+        js_shell=page.js_shell,
     )
 
 

@@ -12,7 +12,7 @@ Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 # Bump whenever any render's output can change, so cached renders are not reused.
-RENDER_VERSION = 4
+RENDER_VERSION = 5
 
 Warning = Literal[
     "thin_content",
@@ -85,7 +85,9 @@ class Rendered:
     ``page_type`` (HTML with ``main_content`` only, else None): ``article``, ``forum``,
     ``product``, ``listing``, ``collection``, ``service``, ``documentation`` or ``other``.
     ``metadata`` (HTML only): what the page declares about itself (``render.metadata``);
-    absent fields are omitted.
+    absent fields are omitted. ``js_shell`` (HTML only): why the page's visible text needs
+    JavaScript (a reason code of ``render.jsshell.REASONS``; then ``warnings`` holds
+    ``js_required_suspected``), or None.
     """
 
     title: str | None
@@ -96,6 +98,7 @@ class Rendered:
     extractor: str = "sift"
     page_type: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    js_shell: str | None = None
 
     def to_json(self) -> bytes:
         """Serialise for the render cache; ``from_json`` is its exact inverse."""
@@ -110,6 +113,7 @@ class Rendered:
                 "extractor": self.extractor,
                 "page_type": self.page_type,
                 "metadata": self.metadata,
+                "js_shell": self.js_shell,
             },
             ensure_ascii=False,
             separators=(",", ":"),
@@ -130,4 +134,5 @@ class Rendered:
             extractor=str(obj.get("extractor") or "sift"),
             page_type=obj.get("page_type"),
             metadata=dict(obj.get("metadata") or {}),
+            js_shell=obj.get("js_shell"),
         )

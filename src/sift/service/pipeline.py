@@ -177,16 +177,19 @@ class Service:
                 raise
             engine = "browser"  # auto's continuation may point into a browser snapshot
             snap, state, memo = await self._snapshot(req, engine, deadline)
-        if self._upstream.wants_browser(opts, req.limits, engine, snap):
-            # The page looks like a JavaScript shell: render what the browser builds instead.
+        use_browser, why = self._upstream.auto_choice(opts, req.limits, engine, snap)
+        if use_browser:
+            # The page's text needs JavaScript: render what the browser builds instead.
             # Should the browser fail, the HTTP snapshot (fetched under the same guard)
             # is still the answer, with a warning.
             try:
                 snap, state, memo = await self._snapshot(req, "browser", deadline)
-                engine = "browser"
+                engine, extra = "browser", (*extra, *why)
             except SiftError as exc:
                 self.metrics.errors.labels(exc.code).inc()
                 extra, memo = (*extra, "browser_failed"), None
+        else:
+            extra = (*extra, *why)
         self._cache_counters[state].inc()
         self._counters.count(state)
         # 5. cap: the caller's slice, in the envelope

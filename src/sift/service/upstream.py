@@ -81,19 +81,22 @@ class Upstream:
             raise BrowserUnavailable(self._browser_absent_reason())
         return engine
 
-    def wants_browser(
+    def auto_choice(
         self, opts: FetchOptions, limits: ClassSettings, engine: Engine, snap: Snapshot
-    ) -> bool:
-        """``auto`` got a page over HTTP that looks like a JavaScript shell, and this
-        caller's class may have the browser render what it builds instead."""
-        return bool(
-            opts.engine == "auto"
-            and engine == "http"
-            and opts.digest is None
-            and "js_required_suspected" in snap.rendered.warnings
-            and limits.browser
-            and self.browser_usable()
-        )
+    ) -> tuple[bool, tuple[str, ...]]:
+        """For ``auto``, after the HTTP snapshot: load the page in the browser instead? And
+        the warnings that say why or why not (docs/browser.md): ``browser_used:<reason>``
+        when the HTTP page's visible text needs JavaScript (``render.jsshell``) and this
+        caller's class may use an installed browser; ``browser_not_allowed`` or
+        ``browser_unavailable`` when it needs JavaScript but cannot have it."""
+        reason = snap.rendered.js_shell
+        if opts.engine != "auto" or engine != "http" or opts.digest is not None or not reason:
+            return False, ()
+        if not limits.browser:
+            return False, ("browser_not_allowed",)
+        if not self.browser_usable():
+            return False, ("browser_unavailable",)
+        return True, (f"browser_used:{reason}",)
 
     def browser_usable(self) -> bool:
         return self.browser is not None and self.browser.available

@@ -10,6 +10,8 @@ export const WARNINGS = {
   thin_content: "the main-content pass found too little text, so the whole page was used",
   js_required_suspected: "the page looks built by JavaScript and no browser was used",
   browser_failed: "the browser was tried and failed; this is the plain HTTP result",
+  browser_unavailable: "the page needs JavaScript but this server has no browser",
+  browser_not_allowed: "the page needs JavaScript but your class may not use the browser",
   selector_no_match: "the CSS selector matched nothing",
   invalid_json: "the JSON body did not parse; it is passed through as text",
   truncated_input: "the page was larger than the render input limit and was cut",
@@ -55,7 +57,7 @@ export function fieldsOf(env, shown) {
       warnings.length === 0
         ? "none"
         : h("ul", { class: "warnings" },
-            warnings.map((w) => h("li", {}, h("code", {}, w), ": ", WARNINGS[w] || "see docs/fetching.md"))),
+            warnings.map((w) => h("li", {}, h("code", {}, w), ": ", WARNINGS[w] || (w.startsWith("browser_used:") ? "auto used the browser: the text needs JavaScript (docs/browser.md)" : "see docs/fetching.md")))),
     ),
   );
 }
