@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from pgserver import PgServer, fresh_database, start_server
+from servehelpers import closed_port
 from sift.store.postgres.schema import migrate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,3 +43,11 @@ def pg_url(pg_server: PgServer) -> Iterator[str]:
     """The URL of a fresh, migrated database of its own for this test."""
     with fresh_database(pg_server, PG_TEMPLATE) as url:
         yield url
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for the whole test (see ``closed_port``):
+    unlike a port that merely was free a moment ago, no other process can take it."""
+    with closed_port() as port:
+        yield port

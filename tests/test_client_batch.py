@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from servehelpers import SIFT, Served, free_port, sift_serve
+from servehelpers import SIFT, Served, sift_serve
 from sift.client import AsyncClient, BatchItem, Client, Envelope, JobView
 from sift.errors import BadRequest, Blocked, ConnectFailed, NotFound, SiftError
 from syncupstream import SyncUpstream, serve_pages
@@ -113,8 +113,8 @@ def test_cancel(served: Served, upstream: SyncUpstream) -> None:
         assert errors[0] is not None and errors[0].to_dict()["error"]["code"] == "cancelled"
 
 
-def test_unreachable_server_raises_connect_failed() -> None:
-    with Client(f"http://127.0.0.1:{free_port()}", "k") as client:
+def test_unreachable_server_raises_connect_failed(refused_port: int) -> None:
+    with Client(f"http://127.0.0.1:{refused_port}", "k") as client:
         with pytest.raises(ConnectFailed) as info:
             client.fetch("http://127.0.0.1/")
         assert info.value.hint == "Check that `sift serve` is running at that address."

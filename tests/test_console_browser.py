@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from browserhelpers import CHROMIUM, require_browser
-from servehelpers import Served, free_port, sift_serve
+from servehelpers import Served, sift_serve
 from syncupstream import SyncUpstream, serve_pages
 
 pytestmark = pytest.mark.slow
@@ -199,9 +199,11 @@ def test_sign_in_try_a_url_and_read_on(
     assert served.fleet_key not in page.url
 
 
-def test_an_error_shows_code_message_and_hint(fleet: tuple[Any, Watch], served: Served) -> None:
+def test_an_error_shows_code_message_and_hint(
+    fleet: tuple[Any, Watch], served: Served, refused_port: int
+) -> None:
     page, _ = fleet
-    url = f"http://127.0.0.1:{free_port()}/nothing-listens"
+    url = f"http://127.0.0.1:{refused_port}/nothing-listens"
     page.fill("#try-url", url)
     page.click("#try-go")
     page.locator("#try-error").wait_for()
@@ -256,10 +258,14 @@ def test_submit_a_job_and_watch_it_reach_done(
 
 
 def test_a_failed_targets_error_and_the_ndjson_download(
-    fleet: tuple[Any, Watch], served: Served, upstream: SyncUpstream, tmp_path: Path
+    fleet: tuple[Any, Watch],
+    served: Served,
+    upstream: SyncUpstream,
+    tmp_path: Path,
+    refused_port: int,
 ) -> None:
     page, _ = fleet
-    closed = f"http://127.0.0.1:{free_port()}/gone"
+    closed = f"http://127.0.0.1:{refused_port}/gone"
     job_id = submit_job(page, [upstream.base_url + "/plain", closed])
     page.locator("#job-status .badge.partial").wait_for()
     row = page.locator("#targets-table tr[data-idx='1']")

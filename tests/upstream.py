@@ -52,9 +52,12 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def _bound_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(_family(host), socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _bound_socket(
+    host: str, port: int, kind: socket.SocketKind = socket.SOCK_STREAM
+) -> socket.socket:
+    sock = socket.socket(_family(host), kind)
+    if kind == socket.SOCK_STREAM:  # on UDP it would let another socket share the port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if ":" in host:
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
     try:
@@ -65,16 +68,19 @@ def _bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def reserve_port(hosts: Iterable[str], attempts: int = 50) -> tuple[int, dict[str, socket.socket]]:
-    """A port bound (not listening) on every host in ``hosts``; the caller owns the sockets."""
+def reserve_port(
+    hosts: Iterable[str], attempts: int = 50, kind: socket.SocketKind = socket.SOCK_STREAM
+) -> tuple[int, dict[str, socket.socket]]:
+    """A port the OS picked, bound (not listening) on every host in ``hosts``: TCP, or UDP
+    with ``kind=socket.SOCK_DGRAM``. The caller owns the sockets."""
     hosts = list(hosts)
     for _ in range(attempts):
-        first = _bound_socket(hosts[0], 0)
+        first = _bound_socket(hosts[0], 0, kind)
         port = first.getsockname()[1]
         socks = {hosts[0]: first}
         try:
             for host in hosts[1:]:
-                socks[host] = _bound_socket(host, port)
+                socks[host] = _bound_socket(host, port, kind)
         except OSError:
             for s in socks.values():
                 s.close()
