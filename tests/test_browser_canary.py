@@ -20,6 +20,7 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Self
 
 import pytest
 
@@ -95,6 +96,12 @@ class UdpCanary:
             s.setblocking(False)
         self.count = 0
 
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def received(self) -> int:
         for s in self._socks:
             while True:
@@ -131,31 +138,35 @@ class Lab:
 @pytest.fixture
 async def lab() -> AsyncIterator[Lab]:
     require_browser()
-    p, socks = reserve_port([PUBLIC, *CANARY_HOSTS])
-    q_port, q_socks = reserve_port(CANARY_HOSTS)  # a second canary port, not in the policy
-    canaries = [CanaryListener([socks[h] for h in CANARY_HOSTS]), CanaryListener(q_socks.values())]
-    stun, udp_socks = reserve_port(CANARY_HOSTS, kind=socket.SOCK_DGRAM)
-    udp = UdpCanary(udp_socks.values())
-    async with Upstream(PUBLIC, sock=socks[PUBLIC]) as up:
-        up.page("/attack", attack_page(p, q_port, stun))
-        up.redirect("/to-canary", f"http://127.0.0.1:{p}/redirected")
-        up.redirect("/redirect", f"http://127.0.0.1:{p}/top")
-        up.page(
-            "/refresh",
-            f'<meta http-equiv="refresh" content="0;url=http://[::1]:{p}/refresh"><p>moving on</p>',
-        )
-        up.page(
-            "/sw.js",
-            f'fetch("http://127.0.0.1:{p}/sw");',
-            content_type="text/javascript",
-        )
-        up.page("/x", "x")
-        try:
+    # Every socket is closed whatever step fails: one left to the garbage collector would
+    # fail some later, unrelated test with a ResourceWarning.
+    with contextlib.ExitStack() as stack:
+        p, socks = reserve_port([PUBLIC, *CANARY_HOSTS])
+        for s in socks.values():
+            stack.callback(s.close)
+        q_port, q_socks = reserve_port(CANARY_HOSTS)  # a second canary port, not in the policy
+        canaries = [
+            stack.enter_context(CanaryListener([socks[h] for h in CANARY_HOSTS])),
+            stack.enter_context(CanaryListener(q_socks.values())),
+        ]
+        stun, udp_socks = reserve_port(CANARY_HOSTS, kind=socket.SOCK_DGRAM)
+        udp = stack.enter_context(UdpCanary(udp_socks.values()))
+        async with Upstream(PUBLIC, sock=socks[PUBLIC]) as up:
+            up.page("/attack", attack_page(p, q_port, stun))
+            up.redirect("/to-canary", f"http://127.0.0.1:{p}/redirected")
+            up.redirect("/redirect", f"http://127.0.0.1:{p}/top")
+            up.page(
+                "/refresh",
+                f'<meta http-equiv="refresh" content="0;url=http://[::1]:{p}/refresh">'
+                "<p>moving on</p>",
+            )
+            up.page(
+                "/sw.js",
+                f'fetch("http://127.0.0.1:{p}/sw");',
+                content_type="text/javascript",
+            )
+            up.page("/x", "x")
             yield Lab(up, p, canaries, udp)
-        finally:
-            for c in canaries:
-                c.close()
-            udp.close()
 
 
 LAB_ARGS = (

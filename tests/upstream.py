@@ -218,15 +218,35 @@ class CanaryListener:
     """
 
     def __init__(self, socks: Iterable[socket.socket]) -> None:
+        """Takes ``socks`` (bound sockets) over: they are closed with it, or at once if
+        they cannot listen."""
         self._socks = list(socks)
         self.count = 0
-        for s in self._socks:
-            s.listen(16)
-            s.setblocking(False)
+        try:
+            for s in self._socks:
+                s.listen(16)
+                s.setblocking(False)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def on(cls, hosts: Iterable[str], port: int = 0) -> CanaryListener:
-        return cls(_bound_socket(h, port) for h in hosts)
+        socks: list[socket.socket] = []
+        try:
+            for h in hosts:
+                socks.append(_bound_socket(h, port))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        return cls(socks)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def accepted(self) -> int:
         for s in self._socks:
@@ -534,15 +554,19 @@ class BlackholeListener:
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self._listener = _bound_socket(host, 0)
-        self._listener.listen(0)
-        self.port = self._listener.getsockname()[1]
         self._fillers: list[socket.socket] = []
-        for _ in range(4):
-            s = socket.socket(_family(host), socket.SOCK_STREAM)
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect((host, self.port))
-            self._fillers.append(s)
+        try:
+            self._listener.listen(0)
+            self.port = self._listener.getsockname()[1]
+            for _ in range(4):
+                s = socket.socket(_family(host), socket.SOCK_STREAM)
+                self._fillers.append(s)
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.connect((host, self.port))
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         for s in [*self._fillers, self._listener]:
