@@ -39,8 +39,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Two workers, each test file on one of them (its module-scoped servers start once); see
+# docs/testing.md. PYTEST_WORKERS=0 runs everything in this one process.
+PYTEST_WORKERS ?= 2
 pytest: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests bench

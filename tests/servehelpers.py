@@ -35,6 +35,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextmanager
+def closed_port(host: str = "127.0.0.1") -> Iterator[int]:
+    """A port on ``host`` that refuses every connection while the block runs: bound, so no
+    other process can start listening on it meanwhile, but not listening."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        yield int(s.getsockname()[1])
+
+
 def _children(pid: int) -> list[int]:
     """Processes whose parent is ``pid``, from /proc."""
     found = []
@@ -140,6 +149,10 @@ def _spawn(spec: ServeSpec) -> tuple[subprocess.Popen[str], _Drain, str]:
     return proc, _Drain(proc), f"http://127.0.0.1:{port}"
 
 
+class _PortTaken(Exception):
+    """The port ``free_port`` found was taken by someone else before the server bound it."""
+
+
 def _wait_up(
     proc: subprocess.Popen[str], drain: _Drain, base: str, deadline: float, healthy: bool
 ) -> None:
@@ -153,8 +166,31 @@ def _wait_up(
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 proc.wait()
-                raise RuntimeError(f"sift serve did not start: {drain.text()}") from exc
+                output = drain.text()
+                if f"{base.rpartition(':')[2]}: cannot bind: " in output:
+                    raise _PortTaken(output) from exc
+                raise RuntimeError(f"sift serve did not start: {output}") from exc
             time.sleep(0.1)
+
+
+def _start(
+    spec: ServeSpec,
+    deadline: float,
+    healthy: bool,
+    spawned: tuple[subprocess.Popen[str], _Drain, str] | None = None,
+) -> tuple[subprocess.Popen[str], _Drain, str]:
+    """Wait for a server (``spawned``, else a new one) to answer /healthz; one whose port
+    was taken between ``free_port`` and its bind (another process on the machine got it
+    first) is started again on another port, up to 5 times."""
+    for _ in range(5):
+        proc, drain, base = spawned or _spawn(spec)
+        spawned = None
+        try:
+            _wait_up(proc, drain, base, deadline, healthy)
+        except _PortTaken:
+            continue
+        return proc, drain, base
+    raise RuntimeError("sift serve: 5 ports in a row were taken before it could bind them")
 
 
 def _stop(served: list[Served]) -> None:
@@ -175,8 +211,8 @@ def sift_serves(specs: list[ServeSpec], *, start_timeout_s: float = 30) -> Itera
         for spec in specs:
             procs.append(_spawn(spec))
         deadline = time.monotonic() + start_timeout_s
-        for proc, drain, base in procs:
-            _wait_up(proc, drain, base, deadline, healthy=True)
+        for i, spec in enumerate(specs):
+            procs[i] = _start(spec, deadline, True, procs[i])
     except BaseException:
         for proc, drain, _ in procs:
             if proc.poll() is None:
@@ -210,8 +246,7 @@ def sift_serve(
     ``listen_host`` may be a name that resolves to 127.0.0.1 (``localhost``); the returned
     ``base_url`` always uses 127.0.0.1."""
     spec = ServeSpec(config or write_config(tmp_path), data_dir or tmp_path / "data", listen_host)
-    proc, drain, base = _spawn(spec)
-    _wait_up(proc, drain, base, time.monotonic() + start_timeout_s, healthy)
+    proc, drain, base = _start(spec, time.monotonic() + start_timeout_s, healthy)
     served = Served(
         base, spec.config[0], spec.data_dir, spec.config[1], spec.config[2], proc, "", drain
     )

@@ -3,10 +3,11 @@
 A pseudo-public attack page (127.0.1.1, public through ``extra_public_cidrs``) fires every
 vector a page has at loopback canaries — 127.0.0.1 and [::1], on the port the restricted
 policy allows (so only the address rule can stop them) and on another port — plus WebRTC
-STUN on UDP 3478. Loaded as a restricted caller, the canaries must see 0 connections and
-0 datagrams. The same page with the guard switched off (a test-only switch of ``Browser``)
-must record hits, so this test can fail. Top-level navigations to a canary (a 302 and a
-meta refresh) must end in ``blocked_address`` with no hit either.
+STUN to a UDP port the OS picked for the UDP canaries. Loaded as a restricted caller, the
+canaries must see 0 connections and 0 datagrams. The same page with the guard switched off
+(a test-only switch of ``Browser``) must record hits, so this test can fail. Top-level
+navigations to a canary (a 302 and a meta refresh) must end in ``blocked_address`` with no
+hit either.
 
 Lab-only switches: ``--allow-loopback-in-peer-connection`` (WebRTC ignores loopback
 otherwise, so the STUN vector could not even fire here) and
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Self
 
 import pytest
 
@@ -33,11 +35,11 @@ pytestmark = pytest.mark.slow
 
 PUBLIC = "127.0.1.1"
 CANARY_HOSTS = ("127.0.0.1", "::1")
-STUN_PORT = 3478
 
 
-def attack_page(p: int, q: int) -> str:
-    """Every vector at every canary (host × port), then WebRTC STUN at both hosts."""
+def attack_page(p: int, q: int, stun: int) -> str:
+    """Every vector at every canary (host × port), then WebRTC STUN at both hosts on UDP
+    port ``stun``."""
     vectors = []
     for host in ("127.0.0.1", "[::1]"):
         for port in (p, q):
@@ -77,7 +79,7 @@ body {{ font-family: f; }}</style>
 try {{ navigator.serviceWorker.register("/sw.js").catch(() => {{}}); }} catch (e) {{}}
 for (const h of ["127.0.0.1", "[::1]"]) {{
   try {{
-    const pc = new RTCPeerConnection({{iceServers: [{{urls: "stun:" + h + ":{STUN_PORT}"}}]}});
+    const pc = new RTCPeerConnection({{iceServers: [{{urls: "stun:" + h + ":{stun}"}}]}});
     pc.createDataChannel("d");
     pc.createOffer().then(o => pc.setLocalDescription(o)).catch(() => {{}});
   }} catch (e) {{}}
@@ -86,16 +88,19 @@ for (const h of ["127.0.0.1", "[::1]"]) {{
 
 
 class UdpCanary:
-    """UDP sockets that must never receive a datagram."""
+    """UDP sockets (bound ones, handed over) that must never receive a datagram."""
 
-    def __init__(self, hosts: tuple[str, ...], port: int) -> None:
-        self._socks = []
-        for host in hosts:
-            s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
-            s.bind((host, port))
+    def __init__(self, socks: Iterable[socket.socket]) -> None:
+        self._socks = list(socks)
+        for s in self._socks:
             s.setblocking(False)
-            self._socks.append(s)
         self.count = 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def received(self) -> int:
         for s in self._socks:
@@ -133,30 +138,35 @@ class Lab:
 @pytest.fixture
 async def lab() -> AsyncIterator[Lab]:
     require_browser()
-    p, socks = reserve_port([PUBLIC, *CANARY_HOSTS])
-    q_port, q_socks = reserve_port(CANARY_HOSTS)  # a second canary port, not in the policy
-    canaries = [CanaryListener([socks[h] for h in CANARY_HOSTS]), CanaryListener(q_socks.values())]
-    udp = UdpCanary(CANARY_HOSTS, STUN_PORT)
-    async with Upstream(PUBLIC, sock=socks[PUBLIC]) as up:
-        up.page("/attack", attack_page(p, q_port))
-        up.redirect("/to-canary", f"http://127.0.0.1:{p}/redirected")
-        up.redirect("/redirect", f"http://127.0.0.1:{p}/top")
-        up.page(
-            "/refresh",
-            f'<meta http-equiv="refresh" content="0;url=http://[::1]:{p}/refresh"><p>moving on</p>',
-        )
-        up.page(
-            "/sw.js",
-            f'fetch("http://127.0.0.1:{p}/sw");',
-            content_type="text/javascript",
-        )
-        up.page("/x", "x")
-        try:
+    # Every socket is closed whatever step fails: one left to the garbage collector would
+    # fail some later, unrelated test with a ResourceWarning.
+    with contextlib.ExitStack() as stack:
+        p, socks = reserve_port([PUBLIC, *CANARY_HOSTS])
+        for s in socks.values():
+            stack.callback(s.close)
+        q_port, q_socks = reserve_port(CANARY_HOSTS)  # a second canary port, not in the policy
+        canaries = [
+            stack.enter_context(CanaryListener([socks[h] for h in CANARY_HOSTS])),
+            stack.enter_context(CanaryListener(q_socks.values())),
+        ]
+        stun, udp_socks = reserve_port(CANARY_HOSTS, kind=socket.SOCK_DGRAM)
+        udp = stack.enter_context(UdpCanary(udp_socks.values()))
+        async with Upstream(PUBLIC, sock=socks[PUBLIC]) as up:
+            up.page("/attack", attack_page(p, q_port, stun))
+            up.redirect("/to-canary", f"http://127.0.0.1:{p}/redirected")
+            up.redirect("/redirect", f"http://127.0.0.1:{p}/top")
+            up.page(
+                "/refresh",
+                f'<meta http-equiv="refresh" content="0;url=http://[::1]:{p}/refresh">'
+                "<p>moving on</p>",
+            )
+            up.page(
+                "/sw.js",
+                f'fetch("http://127.0.0.1:{p}/sw");',
+                content_type="text/javascript",
+            )
+            up.page("/x", "x")
             yield Lab(up, p, canaries, udp)
-        finally:
-            for c in canaries:
-                c.close()
-            udp.close()
 
 
 LAB_ARGS = (

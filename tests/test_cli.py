@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from browserhelpers import BROWSER_STATE
-from servehelpers import SIFT, sift_serve
+from servehelpers import SIFT, free_port, sift_serve
 from sift.cli import main
 from sift.config import load_settings
 
@@ -50,8 +50,14 @@ def test_keys_add_prints_key_once_and_stores_only_its_hash(
 def test_bad_config_exits_2_with_one_line(tmp_path: Path, toml: str, expected: str) -> None:
     cfg = tmp_path / "sift.toml"
     cfg.write_text(toml)
+    listen = ["--listen", f"127.0.0.1:{free_port()}"]
     proc = subprocess.run(
-        [*SIFT, "serve", "--config", str(cfg)], capture_output=True, text=True, timeout=60
+        # A bad config refuses before the data directory and the port are taken; were that
+        # to change, nothing lands in the working directory or on a fixed port.
+        [*SIFT, "serve", "--config", str(cfg), "--data-dir", str(tmp_path / "data"), *listen],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
@@ -62,7 +68,7 @@ def test_bad_config_exits_2_with_one_line(tmp_path: Path, toml: str, expected: s
 
 def test_anonymous_serve_refuses_a_public_bind(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [*SIFT, "serve", "--listen", "0.0.0.0:8089", "--data-dir", str(tmp_path)],
+        [*SIFT, "serve", "--listen", f"0.0.0.0:{free_port()}", "--data-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

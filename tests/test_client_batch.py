@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from servehelpers import SIFT, Served, free_port, sift_serve
+from servehelpers import SIFT, Served, sift_serve
 from sift.client import AsyncClient, BatchItem, Client, Envelope, JobView
 from sift.errors import (
     BadRequest,
@@ -87,8 +87,10 @@ def test_submit_wait_results(served: Served, upstream: SyncUpstream) -> None:
     assert upstream.hits["/p0"] == 1
 
 
-def test_target_errors_are_rebuilt_exceptions(served: Served, upstream: SyncUpstream) -> None:
-    target = f"http://127.0.0.1:{free_port()}/"  # a closed port: the target fails
+def test_target_errors_are_rebuilt_exceptions(
+    served: Served, upstream: SyncUpstream, refused_port: int
+) -> None:
+    target = f"http://127.0.0.1:{refused_port}/"  # a closed port: the target fails
     with Client(served.base_url, served.fleet_key) as client:
         job = client.submit([target], idempotency_key="client-target-error")
         job.wait(poll_s=0.05)
@@ -144,13 +146,8 @@ def test_cancel(served: Served, upstream: SyncUpstream) -> None:
         assert errors[0] is not None and errors[0].to_dict()["error"]["code"] == "cancelled"
 
 
-def closed_port() -> int:
-    """A port nothing listens on: bound, then closed (free_port), so a connect is refused."""
-    return free_port()
-
-
-def test_sift_down_is_sift_unavailable_not_an_upstream_error() -> None:
-    base = f"http://127.0.0.1:{closed_port()}"
+def test_sift_down_is_sift_unavailable_not_an_upstream_error(refused_port: int) -> None:
+    base = f"http://127.0.0.1:{refused_port}"
     with Client(base, "k") as client, pytest.raises(SiftUnavailable) as info:
         client.fetch("http://127.0.0.1/")
     exc = info.value
@@ -163,8 +160,8 @@ def test_sift_down_is_sift_unavailable_not_an_upstream_error() -> None:
     assert exc.hint.startswith("sift itself is not reachable: check that `sift serve` runs")
 
 
-async def test_sift_down_is_sift_unavailable_async() -> None:
-    base = f"http://127.0.0.1:{closed_port()}"
+async def test_sift_down_is_sift_unavailable_async(refused_port: int) -> None:
+    base = f"http://127.0.0.1:{refused_port}"
     async with AsyncClient(base, "k") as client:
         with pytest.raises(SiftUnavailable) as info:
             await client.submit(["http://127.0.0.1/"], idempotency_key="k")
@@ -172,10 +169,10 @@ async def test_sift_down_is_sift_unavailable_async() -> None:
     assert info.value.message.startswith(f"cannot reach sift at {base} (ConnectError: ")
 
 
-def test_target_down_is_the_upstream_error_sift_reports(served: Served) -> None:
+def test_target_down_is_the_upstream_error_sift_reports(served: Served, refused_port: int) -> None:
     """sift is up, the target site's port is closed: sift's own ConnectFailed, an
     UpstreamError, never SiftUnavailable."""
-    target = f"http://127.0.0.1:{closed_port()}/"
+    target = f"http://127.0.0.1:{refused_port}/"
     with Client(served.base_url, served.fleet_key) as client, pytest.raises(UpstreamError) as info:
         client.fetch(target)
     exc = info.value

@@ -27,7 +27,7 @@ import pytest
 from aiohttp import web
 
 from pgserver import start_server
-from servehelpers import SIFT, Served, ServeSpec, sift_serves, write_config
+from servehelpers import SIFT, Served, ServeSpec, free_port, sift_serves, write_config
 from upstream import Upstream
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -304,6 +304,7 @@ async def test_crawl_delay_spaces_requests_across_nodes(tmp_path: Path, pg_url: 
 
 def test_a_wrong_or_unreachable_store_url_exits_2_with_one_line(tmp_path: Path) -> None:
     cfg, _, _ = write_config(tmp_path)
+    where = ["--data-dir", str(tmp_path / "data"), "--listen", f"127.0.0.1:{free_port()}"]
     for url, expected in (
         ("mysql://db/sift", "store.url: expected a postgresql:// URL"),
         (
@@ -312,7 +313,9 @@ def test_a_wrong_or_unreachable_store_url_exits_2_with_one_line(tmp_path: Path) 
         ),
     ):
         proc = subprocess.run(
-            [*SIFT, "serve", "--config", str(cfg), "--set", f"store.url={url}"],
+            # Its own data directory and a free port: the refusal comes after both are
+            # taken (no fixed port, nothing left in the working directory).
+            [*SIFT, "serve", "--config", str(cfg), "--set", f"store.url={url}", *where],
             capture_output=True,
             text=True,
             timeout=60,

@@ -21,7 +21,7 @@ import pytest
 
 from browserhelpers import CHROMIUM, require_browser
 from consolehelpers import SHOTS, Watch, api, field_text, new_context, shot, sign_in, submit_job
-from servehelpers import Served, free_port, sift_serve
+from servehelpers import Served, sift_serve
 from syncupstream import SyncUpstream, serve_pages
 
 pytestmark = pytest.mark.slow
@@ -152,9 +152,11 @@ def test_sign_in_try_a_url_and_read_on(
     assert served.fleet_key not in page.url
 
 
-def test_an_error_shows_code_message_and_hint(fleet: tuple[Any, Watch], served: Served) -> None:
+def test_an_error_shows_code_message_and_hint(
+    fleet: tuple[Any, Watch], served: Served, refused_port: int
+) -> None:
     page, _ = fleet
-    url = f"http://127.0.0.1:{free_port()}/nothing-listens"
+    url = f"http://127.0.0.1:{refused_port}/nothing-listens"
     page.fill("#try-url", url)
     page.click("#try-go")
     page.locator("#try-error").wait_for()
@@ -200,10 +202,14 @@ def test_submit_a_job_and_watch_it_reach_done(
 
 
 def test_a_failed_targets_error_and_the_ndjson_download(
-    fleet: tuple[Any, Watch], served: Served, upstream: SyncUpstream, tmp_path: Path
+    fleet: tuple[Any, Watch],
+    served: Served,
+    upstream: SyncUpstream,
+    tmp_path: Path,
+    refused_port: int,
 ) -> None:
     page, _ = fleet
-    closed = f"http://127.0.0.1:{free_port()}/gone"
+    closed = f"http://127.0.0.1:{refused_port}/gone"
     job_id = submit_job(page, [upstream.base_url + "/plain", closed])
     page.locator("#job-status .badge.partial").wait_for()
     row = page.locator("#targets-table tr[data-idx='1']")
@@ -642,12 +648,12 @@ def settle_to_width(page: Any, width: int, timeout_ms: int = 10_000) -> None:
 
 
 def test_at_360_px_the_job_tables_keep_their_buttons_on_screen(
-    browser: Any, served: Served, upstream: SyncUpstream
+    browser: Any, served: Served, upstream: SyncUpstream, refused_port: int
 ) -> None:
     """Issue 21 #14: at 360 px the targets table clipped its buttons (they sat in a
     sideways-scrolling box, off screen). Every button and link of the job pages and the job
     list must lie inside the viewport, and no table may scroll sideways."""
-    closed = f"http://127.0.0.1:{free_port()}/gone"
+    closed = f"http://127.0.0.1:{refused_port}/gone"
     body = {"url": upstream.base_url + "/site/", "max_pages": 3}
     idem = {"Idempotency-Key": "narrow-crawl"}
     crawl = api(served, "POST", "/v1/crawl", served.fleet_key, json=body, headers=idem).json()

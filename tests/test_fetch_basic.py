@@ -7,7 +7,6 @@ pool separation and the fetcher's lifecycle. The upstream listens on the pseudo-
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from servehelpers import closed_port
 from sift.errors import (
     Blocked,
     ConnectFailed,
@@ -228,15 +228,9 @@ async def test_dns_failure(fetcher: Fetcher) -> None:
     assert (info.value.code, info.value.status) == ("dns_failure", 502)
 
 
-def free_port(host: str = "127.0.1.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 async def test_refused_connection(fetcher: Fetcher) -> None:
-    with pytest.raises(ConnectFailed) as info:
-        await fetcher.fetch(f"http://pub.test:{free_port()}/", FLEET)
+    with closed_port("127.0.1.1") as port, pytest.raises(ConnectFailed) as info:
+        await fetcher.fetch(f"http://pub.test:{port}/", FLEET)
     assert (info.value.code, info.value.status) == ("connect_failed", 502)
     assert "127.0.1.1" not in info.value.message
 

@@ -212,18 +212,17 @@ def fetcher() -> Fetcher:
 @pytest.fixture
 async def restricted_lab() -> AsyncIterator[tuple[Lab, CanaryListener, FetchPolicy]]:
     p, socks = reserve_port(TARGET_HOSTS)
-    canary = CanaryListener([*socks.values()])
-    off_port = CanaryListener.on(["127.0.1.1"])
-    r = off_port._socks[0].getsockname()[1]
-    pub = await redirector()
-    # A short deadline: if the guard ever failed, a canary accepts and never answers.
-    policy = restricted_policy(frozenset({p, pub.port}), timeout_s=1.0)
-    try:
-        yield Lab(p, r, pub), _Both(canary, off_port), policy
-    finally:
-        await pub.stop()
-        canary.close()
-        off_port.close()
+    # The canaries are closed whatever fails after they are made (a socket left to the
+    # garbage collector fails a later, unrelated test with a ResourceWarning).
+    with CanaryListener([*socks.values()]) as canary, CanaryListener.on(["127.0.1.1"]) as off:
+        r = off._socks[0].getsockname()[1]
+        pub = await redirector()
+        # A short deadline: if the guard ever failed, a canary accepts and never answers.
+        policy = restricted_policy(frozenset({p, pub.port}), timeout_s=1.0)
+        try:
+            yield Lab(p, r, pub), _Both(canary, off), policy
+        finally:
+            await pub.stop()
 
 
 class _Both(CanaryListener):
@@ -326,7 +325,12 @@ async def test_dns_rebinding_between_and_within_fetches() -> None:
     pub = Upstream("127.0.1.1", sock=socks["127.0.1.1"])
     pub.page("/", "first answer")
     pub.redirect("/self", "/")
-    await pub.start()
+    try:
+        await pub.start()
+    except BaseException:
+        canary.close()
+        socks["127.0.1.1"].close()
+        raise
     resolver = FlipResolver({"rebind.test": ["127.0.1.1", "127.0.0.1"]})
     policy = restricted_policy(frozenset({q}))
     try:

@@ -52,9 +52,12 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def _bound_socket(host: str, port: int) -> socket.socket:
-    sock = socket.socket(_family(host), socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _bound_socket(
+    host: str, port: int, kind: socket.SocketKind = socket.SOCK_STREAM
+) -> socket.socket:
+    sock = socket.socket(_family(host), kind)
+    if kind == socket.SOCK_STREAM:  # on UDP it would let another socket share the port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if ":" in host:
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
     try:
@@ -65,16 +68,19 @@ def _bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def reserve_port(hosts: Iterable[str], attempts: int = 50) -> tuple[int, dict[str, socket.socket]]:
-    """A port bound (not listening) on every host in ``hosts``; the caller owns the sockets."""
+def reserve_port(
+    hosts: Iterable[str], attempts: int = 50, kind: socket.SocketKind = socket.SOCK_STREAM
+) -> tuple[int, dict[str, socket.socket]]:
+    """A port the OS picked, bound (not listening) on every host in ``hosts``: TCP, or UDP
+    with ``kind=socket.SOCK_DGRAM``. The caller owns the sockets."""
     hosts = list(hosts)
     for _ in range(attempts):
-        first = _bound_socket(hosts[0], 0)
+        first = _bound_socket(hosts[0], 0, kind)
         port = first.getsockname()[1]
         socks = {hosts[0]: first}
         try:
             for host in hosts[1:]:
-                socks[host] = _bound_socket(host, port)
+                socks[host] = _bound_socket(host, port, kind)
         except OSError:
             for s in socks.values():
                 s.close()
@@ -212,15 +218,35 @@ class CanaryListener:
     """
 
     def __init__(self, socks: Iterable[socket.socket]) -> None:
+        """Takes ``socks`` (bound sockets) over: they are closed with it, or at once if
+        they cannot listen."""
         self._socks = list(socks)
         self.count = 0
-        for s in self._socks:
-            s.listen(16)
-            s.setblocking(False)
+        try:
+            for s in self._socks:
+                s.listen(16)
+                s.setblocking(False)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def on(cls, hosts: Iterable[str], port: int = 0) -> CanaryListener:
-        return cls(_bound_socket(h, port) for h in hosts)
+        socks: list[socket.socket] = []
+        try:
+            for h in hosts:
+                socks.append(_bound_socket(h, port))
+        except BaseException:
+            for s in socks:
+                s.close()
+            raise
+        return cls(socks)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def accepted(self) -> int:
         for s in self._socks:
@@ -528,15 +554,19 @@ class BlackholeListener:
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         self._listener = _bound_socket(host, 0)
-        self._listener.listen(0)
-        self.port = self._listener.getsockname()[1]
         self._fillers: list[socket.socket] = []
-        for _ in range(4):
-            s = socket.socket(_family(host), socket.SOCK_STREAM)
-            s.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                s.connect((host, self.port))
-            self._fillers.append(s)
+        try:
+            self._listener.listen(0)
+            self.port = self._listener.getsockname()[1]
+            for _ in range(4):
+                s = socket.socket(_family(host), socket.SOCK_STREAM)
+                self._fillers.append(s)
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.connect((host, self.port))
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         for s in [*self._fillers, self._listener]:
