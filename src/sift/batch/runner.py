@@ -303,10 +303,12 @@ class Runner:
         try:
             envelope = await self._fetch(work)
         except SiftError as exc:
+            _raise_if_cancelling()
             source.release(work)
             await source.record(work, "failed", None, error_text(exc), exc.hint)
             return
         except Exception:
+            _raise_if_cancelling()
             # A bug in sift, not in the target: record it as such and keep the job going.
             log.exception("batch target %s/%d failed inside sift", work.job_id, work.idx)
             source.release(work)
@@ -320,6 +322,7 @@ class Runner:
             return
         if self._hooks:
             await self._after_fetch(work, envelope)
+        _raise_if_cancelling()
         await source.record(work, "done", dumps(envelope).decode(), None, None)
 
     async def _fetch(self, work: Work) -> dict[str, Any]:
@@ -365,3 +368,12 @@ class Runner:
             return
         if added:
             self._source.grew(work)
+
+
+def _raise_if_cancelling() -> None:
+    """A cancel that lands inside a store call can come back as that call's error (the
+    driver ends the query and reports it failed): it is still a cancel — the lease was lost,
+    the job cancelled, or sift is stopping — so nothing is written for this target."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
