@@ -233,7 +233,10 @@ def test_retraining_on_a_fixed_subset_writes_the_same_bytes(tmp_path: Path) -> N
         import extract as bench_extract
     finally:
         sys.path.remove(str(REPO / "bench"))
-    if not all((d / "ground-truth.json").exists() for d in bench_extract.SETS.values()):
+    try:
+        for name in bench_extract.SETS:
+            bench_extract.extraction_set(name)
+    except SystemExit:
         pytest.skip("the shared extraction sets are not here")
     outs = []
     for name in ("a.json", "b.json"):
