@@ -76,6 +76,7 @@ BLOCK_ROUNDS = 120
 PAGE_PARAMS: dict[str, Any] = {
     **BLOCK_PARAMS,
     "objective": "multiclass",
+    "learning_rate": 0.1,
     "num_class": len(PAGE_TYPES),
     "num_leaves": 7,
     "max_depth": 4,

@@ -40,11 +40,12 @@ def r(body: bytes | str, ctype: str = "text/html", **kw: object) -> Rendered:
 
 def test_main_content_keeps_the_article_only() -> None:
     out = r(ARTICLE)
+    # Markdown opens with the article's h1 (docs/rendering.md, "The h1"); text leaves it out.
     assert out.content == (
-        "The first paragraph of the story explains what happened in plenty of words, enough to "
-        "count.\n\nThe second paragraph adds more detail about the events, the people and the "
-        "consequences.\n\nThe third paragraph closes the story with a quote and a look at what "
-        "comes next for all."
+        "# Big Story\n\nThe first paragraph of the story explains what happened in plenty of "
+        "words, enough to count.\n\nThe second paragraph adds more detail about the events, the "
+        "people and the consequences.\n\nThe third paragraph closes the story with a quote and "
+        "a look at what comes next for all."
     )
     assert (out.title, out.lang, out.warnings, out.extractor) == ("Big Story", "en", [], "sift")
 

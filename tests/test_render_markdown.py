@@ -141,3 +141,59 @@ def test_title_and_lang() -> None:
         '<html lang="en-GB"><head><title> The  Title </title></head><body><p>x</p></body></html>'
     )
     assert (r.title, r.lang) == ("The Title", "en-gb")
+
+
+# ---- main-content mode: what an agent needs survives extraction (issue 19, item 6) ----------
+
+_PROSE = "Rivers carve their valleys slowly, grain by grain, over many thousands of years. " * 4
+_ARTICLE = (
+    "<html><head><title>How Rivers Shape Valleys | Example News</title></head><body>"
+    '<header><nav><a href="/">Home</a> <a href="/about">About</a></nav></header>'
+    '<main><article><header class="entry-header"><h1>How <em>Rivers</em> Shape Valleys</h1>'
+    '</header><div class="entry-content">'
+    f"<p>{_PROSE}</p><h2>Erosion</h2>"
+    "<table><tr><th>River</th><th>Length</th></tr><tr><td>Nile</td><td>6650 km</td></tr>"
+    "</table>"
+    '<pre><code class="language-python">def f():\n    return 1\n</code></pre>'
+    '<pre data-lang="Bash">ls  -l</pre>'
+    "<ul><li>one<ul><li>two<ol><li>three</li></ol></li></ul></li><li>four</li></ul>"
+    '<p><img src="/v.png" alt="A river valley"></p>'
+    f"<p>{_PROSE}</p></div></article></main>"
+    "<footer><p>Copyright Example News</p></footer></body></html>"
+)
+_BODY = (
+    f"{_PROSE.strip()}\n\n## Erosion\n\n"
+    "| River | Length |\n| --- | --- |\n| Nile | 6650 km |\n\n"
+    "```python\ndef f():\n    return 1\n```\n\n"
+    "```bash\nls  -l\n```\n\n"
+    "- one\n  - two\n    1. three\n- four\n\n"
+    "![A river valley](https://example.com/v.png)\n\n"
+    f"{_PROSE.strip()}"
+)
+
+
+def extracted(html: str, fmt: str = "markdown") -> str:
+    opts = RenderOptions(format=fmt)  # type: ignore[arg-type]
+    page = render(html.encode(), content_type="text/html", url=URL, options=opts, model=None)
+    return page.content
+
+
+def test_main_content_keeps_heading_table_code_lists_and_alt_text() -> None:
+    """The article's h1 (above its body, named like the document) opens the markdown; the
+    table stays a pipe table, code keeps its language (class and data-lang) verbatim, the
+    nested lists their depth, the image its alt text; nav and footer stay out."""
+    assert extracted(_ARTICLE) == f"# How Rivers Shape Valleys\n\n{_BODY}"
+
+
+def test_text_format_leaves_the_title_heading_to_title() -> None:
+    out = extracted(_ARTICLE, "text")
+    assert out.startswith(_PROSE.strip()) and "How Rivers Shape Valleys" not in out
+
+
+def test_h1_that_is_not_the_documents_heading_is_not_added() -> None:
+    """An h1 that does not name the document (a site logo) is not promoted, and neither is
+    a title-like h1 after the content (it heads something else)."""
+    logo = _ARTICLE.replace("How <em>Rivers</em> Shape Valleys", "Example")
+    assert extracted(logo) == _BODY
+    after = logo.replace("<footer><p>", "<footer><h1>How Rivers Shape Valleys</h1><p>")
+    assert extracted(after) == _BODY

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from sift.render.extract import Selection, is_title_heading
@@ -247,13 +248,13 @@ def page_blocks(
     ]
     texts: list[str] = []
     rows: list[list[float]] = []
-    tags: dict[int, dict[str, int]] = {}
+    up: dict[tuple[int, str], tuple[float, ...]] = {}
     before = 0
     for b in ids:
         text = " ".join(parts[b])
         texts.append(text)
         row = _own_features(text, bown[b], blink[b], before / total0, depth[b], t.els[b])
-        row.extend(_context(t, b, region[b], sel.title_key, tags))
+        row.extend(_context(t, b, region[b], sel.title_key, up))
         row.extend(
             (
                 float(inside[b]),
@@ -305,7 +306,7 @@ def _own_features(
 
 
 def _context(
-    t: PageTree, b: int, region: int, title_key: str, tags: dict[int, dict[str, int]]
+    t: PageTree, b: int, region: int, title_key: str, up: dict[tuple[int, str], tuple[float, ...]]
 ) -> list[float]:
     flags = _REGION_FLAGS.get(region)
     if flags is None:
@@ -316,26 +317,29 @@ def _context(
     el = t.els[b]
     row.append(float(bool(title_key) and is_title_heading(el, title_key)))
     p = t.parent[b] if b > 0 else 0
+    # What the parent and grandparent say is the same for every block of one tag under one
+    # parent (list items, paragraphs): measured once per (parent, tag).
+    key = (p if b > 0 else -1, el.tag)
+    around = up.get(key)
+    if around is None:
+        around = up[key] = _around(t, b, p, el.tag)
+    row.extend(around)
+    return row
+
+
+def _around(t: PageTree, b: int, p: int, tag: str) -> tuple[float, ...]:
     if b > 0:
-        up = t.els[p]
-        siblings = len(up)
-        if siblings < 200:
-            counts = tags.get(p)
-            if counts is None:  # once per parent: its children's tags
-                counts = tags[p] = {}
-                for c in up:
-                    counts[c.tag] = counts.get(c.tag, 0) + 1
-            same = counts[el.tag]
-        else:
-            same = siblings
+        parent = t.els[p]
+        siblings = len(parent)
+        same = sum(1 for c in parent if c.tag == tag) if siblings < 200 else siblings
     else:
         siblings = same = 0
-    row.extend((math.log1p(same), math.log1p(siblings)))
+    out = [math.log1p(same), math.log1p(siblings)]
     g = t.parent[p] if p > 0 else p
     for j in (p, g):
         total = t.total[j]
-        row.extend((math.log1p(total), _share(t.link[j], total), _share(t.para[j], total)))
-    return row
+        out.extend((math.log1p(total), _share(t.link[j], total), _share(t.para[j], total)))
+    return tuple(out)
 
 
 def _add_neighbours(rows: list[list[float]], page: list[float]) -> None:
@@ -363,12 +367,14 @@ def context_rows(rows: list[list[float]], probs: list[float]) -> list[list[float
     for p in probs:
         prefix.append(prefix[-1] + p)
     out = []
+    pick = itemgetter(*_CONTEXT_COLUMNS)
     for i, p in enumerate(probs):
         row = [p, probs[i - 1] if i else 0.0, probs[i + 1] if i + 1 < n else 0.0]
         for k in (2, 5, 15):
             a, b = max(0, i - k), min(n, i + k + 1)
             row.append((prefix[b] - prefix[a] - p) / max(1, b - a - 1))
-        row.extend((mean, kept_share))
-        row.extend(rows[i][c] for c in _CONTEXT_COLUMNS)
+        row.append(mean)
+        row.append(kept_share)
+        row.extend(pick(rows[i]))
         out.append(row)
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urljoin
 
@@ -207,6 +208,7 @@ def remove(el: Any) -> None:
 
 
 _STRIP_TAGS = tuple(sorted(DROP_TAGS - {"button"}))
+_MAY_HIDE = etree.XPath("descendant-or-self::*[@hidden or @aria-hidden or @style or @class]")
 
 
 def is_hidden(el: Any) -> bool:
@@ -219,14 +221,21 @@ def is_hidden(el: Any) -> bool:
     if attrib.get("aria-hidden") == "true":
         return True
     style = attrib.get("style")
-    if style and _HIDDEN_STYLE.search(style):
+    if style and _hidden_style(style):
         return True
     cls = attrib.get("class")
-    if cls:
-        for name in cls.split():
-            if name.lower() in HIDDEN_CLASSES:
-                return True
-    return False
+    return bool(cls) and _hidden_class(cls)
+
+
+# Pages repeat their class and style values: each distinct value is judged once per process.
+@lru_cache(maxsize=8192)
+def _hidden_class(value: str) -> bool:
+    return any(name.lower() in HIDDEN_CLASSES for name in value.split())
+
+
+@lru_cache(maxsize=4096)
+def _hidden_style(value: str) -> bool:
+    return _HIDDEN_STYLE.search(value) is not None
 
 
 # A hidden element holding more than this share of the page's text is a pre-JavaScript wrapper
@@ -263,16 +272,13 @@ def clean(root: Any) -> None:
     # (A button is judged by all the text it held, as before the strip.)
     big_buttons = {el for el in root.iter("button") if chars(el) > BUTTON_MAX_CHARS}
     etree.strip_elements(root, *_STRIP_TAGS, with_tail=False)
-    for el in root.iter():
-        tag = el.tag
-        if not isinstance(tag, str):
-            doomed.append(el)  # comments, PIs, entities left by the parser
-        elif tag == "noscript":
-            noscripts.append(el)
-        elif tag in DROP_TAGS:
-            if tag != "button" or el not in big_buttons:
-                doomed.append(el)
-        elif is_hidden(el):
+    # Comments, PIs and entities left by the parser, and the remaining control tags, then
+    # the elements an attribute may hide: lxml picks each kind in C, in document order.
+    doomed.extend(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity))
+    doomed.extend(el for el in root.iter(*DROP_TAGS) if el not in big_buttons)
+    noscripts.extend(root.iter("noscript"))
+    for el in _MAY_HIDE(root):
+        if el.tag != "noscript" and el.tag not in DROP_TAGS and is_hidden(el):
             hidden.append(el)
     for el in doomed:
         # A doomed element inside an already removed one is simply detached with it.

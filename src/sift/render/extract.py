@@ -40,7 +40,7 @@ from sift.render.patterns import (
     NOT_BOILER,
     STRONG,
     WEAK,
-    boiler_kind,
+    boiler_kinds,
     chrome_word,
     is_content_hint,
 )
@@ -182,7 +182,7 @@ def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
     total, link = t.total, t.link
     # The guard measures plain (non-link) text: many articles have no <p> at all.
     guard = weights.guard_share * (total[0] - link[0])
-    kinds = [boiler_kind(el) for el in t.els]
+    kinds = boiler_kinds(t.els[0], t.els, t.index)
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content

@@ -25,13 +25,16 @@ from lxml import etree
 from sift.errors import BadRequest
 from sift.render import dom, jsshell, metadata, pagetype
 from sift.render.cap import cap
-from sift.render.learned import DEFAULT_MODEL, choose, load_model
-from sift.render.markdown import Emitter, escape_paragraph
+from sift.render.extract import is_title_heading, norm
+from sift.render.learned import DEFAULT_MODEL, THIN_CHARS, THIN_FACTOR, choose, load_model
+from sift.render.markdown import Emitter, escape_paragraph, normalize_inline
 from sift.render.options import Rendered, RenderOptions
+from sift.render.pagetree import chars
 
 # Main content shorter than this, on a page with several times more text, is "thin".
-THIN_CONTENT_CHARS = 200
-THIN_PAGE_FACTOR = 3
+# (learned.py applies the same test to the rules' pick before the model may replace it.)
+THIN_CONTENT_CHARS = THIN_CHARS
+THIN_PAGE_FACTOR = THIN_FACTOR
 _KEEP_ATTRS = frozenset({"href", "src", "alt", "title", "colspan", "rowspan", "lang", "start"})
 
 
@@ -147,6 +150,8 @@ def render_html(
             budget = _Budget(options.max_bytes)
             content = _emit(body, None, options, base_url, links, budget)
             extractor = "sift-page"
+        if options.format == "markdown" and extractor == "sift":
+            content = _with_title_heading(content, body, container, page.title)
         if options.format != "html":
             content = _with_declared_facts(content, page.info, options.format)
     if links is not None:
@@ -211,6 +216,36 @@ def _with_declared_facts(content: str, info: pagetype.PageInfo, fmt: str) -> str
     return "\n\n".join(p for p in (content, *extra) if p)
 
 
+def _with_title_heading(content: str, body: Any, container: Any, title: str | None) -> str:
+    """Markdown opens with the page's ``h1`` when it belongs to the content: an ``h1`` that
+    names the document (``is_title_heading``) before the chosen content (the article's
+    header above its body) or inside it. Extraction leaves that heading out of the content
+    (``Rendered.title`` carries the document title, often with the site's name appended);
+    a markdown reader gets it back as the first heading (docs/rendering.md, "The h1")."""
+    key = norm(title) if title else ""
+    if not key or not content or not isinstance(container.tag, str):
+        return content
+    # In document order, the h1s up to the container, then the container's own (lxml picks
+    # the two tags in C); an h1 after the content heads something else.
+    for el in body.iter("h1", container.tag):
+        if el is container:
+            found = next((h for h in el.iter("h1") if is_title_heading(h, key)), None)
+            return _prepend_heading(content, found)
+        if el.tag == "h1" and is_title_heading(el, key):
+            return _prepend_heading(content, el)
+    return content
+
+
+def _prepend_heading(content: str, h1: Any) -> str:
+    if h1 is None:
+        return content
+    text = " ".join(normalize_inline("".join(h1.itertext())).split())
+    heading = f"# {text}"
+    if not text or content.startswith(heading):
+        return content
+    return f"{heading}\n\n{content}"
+
+
 def _norm_words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
@@ -220,12 +255,13 @@ _TAG = re.compile(r"<[^>]*>")
 
 
 def _visible_chars(content: str, fmt: str) -> int:
-    """Characters a reader sees: markdown link targets and HTML tags do not count."""
+    """Characters a reader sees, whitespace left out (the unit of the page's own count,
+    ``PageTree``): markdown link targets and HTML tags do not count."""
     if fmt == "markdown":
-        return len(_MD_TARGET.sub("]", content))
-    if fmt == "html":
-        return len(_TAG.sub("", content))
-    return len(content)
+        content = _MD_TARGET.sub("]", content)
+    elif fmt == "html":
+        content = _TAG.sub("", content)
+    return chars(content)
 
 
 class _Budget:

@@ -27,6 +27,11 @@ from sift.render.pagekind import PAGE_FEATURES, classify, page_features
 from sift.render.pagetree import common_ancestor
 from sift.render.pagetype import PageInfo
 
+# The thin-content test of ``html.render_html`` (characters, page factor), applied to the
+# rules' pick before the model may replace it.
+THIN_CHARS = 200
+THIN_FACTOR = 3
+
 
 class _Default:
     """The shipped model (the default of ``render_html``'s ``model``)."""
@@ -65,7 +70,9 @@ def choose(
     if row[_LOG_CHARS] < _FEW_CHARS:
         kind = "other"  # too little text to say what kind of page it is
     ens = model.ensembles.get("blocks")
-    if ens is None or sel.tree is None or rules_alone:
+    # Where no part of the page holds more prose than links (a directory, a menu), the rules
+    # give the whole page and say so (``thin_content``): the model does not pick a fragment.
+    if ens is None or sel.tree is None or rules_alone or sel.score <= 0:
         return sel, kind
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
     probs = [ens.probability(r) for r in blocks.rows]
@@ -80,7 +87,21 @@ def choose(
     chosen = [
         p >= (keep if row[rules] > 0.5 else add) for p, row in zip(probs, blocks.rows, strict=True)
     ]
+    if _links_only(sel, blocks.rows, chosen):
+        return sel, kind
     return apply(sel, blocks, chosen), kind
+
+
+def _links_only(sel: Selection, rows: list[list[float]], chosen: list[bool]) -> bool:
+    """The rules found next to nothing (their pick is thin: the page goes out whole, with
+    ``thin_content``) and what the model would add instead is mostly link text: a menu or
+    a directory is not content, and the caller is told the page is thin."""
+    if sel.chosen_chars >= THIN_CHARS or sel.text_chars <= THIN_FACTOR * max(sel.chosen_chars, 1):
+        return False
+    size, links = FEATURES.index("log_chars"), FEATURES.index("link_share")
+    kept = [(math.expm1(r[size]), r[links]) for r, k in zip(rows, chosen, strict=True) if k]
+    total = sum(c for c, _ in kept)
+    return total > 0 and sum(c * share for c, share in kept) > 0.5 * total
 
 
 def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:

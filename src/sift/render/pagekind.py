@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
+from functools import lru_cache
 from typing import Any, Literal
 
 from lxml import etree
 
 from sift.render.extract import Selection
-from sift.render.model import Model
 from sift.render.pagetype import PageInfo
 
 PageType = Literal[
@@ -57,8 +58,32 @@ _DECLARED: dict[str, frozenset[str]] = {
     "decl_docs": frozenset({"techarticle", "apireference", "softwaresourcecode", "howto"}),
     "decl_faq": frozenset({"faqpage"}),
     "decl_website": frozenset({"website", "webpage"}),
+    "decl_review": frozenset({"review", "aggregaterating", "rating"}),
+    "decl_person": frozenset({"person", "profilepage"}),
+    "decl_breadcrumb": frozenset({"breadcrumblist"}),
+    "decl_event": frozenset({"event", "recipe", "course", "jobposting", "place"}),
 }
-_COUNTED = ("h1", "h2", "h3", "li", "td", "pre", "code", "img", "time", "section", "article")
+_COUNTED = (
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "p",
+    "a",
+    "ul",
+    "li",
+    "dl",
+    "table",
+    "td",
+    "pre",
+    "code",
+    "img",
+    "time",
+    "section",
+    "article",
+    "blockquote",
+    "figure",
+)
 _CLASS_WORDS: dict[str, tuple[str, ...]] = {
     "cls_price": ("price", "cart", "basket", "sku", "checkout", "stock"),
     "cls_comment": ("comment", "reply", "thread", "post", "message", "topic", "forum"),
@@ -66,9 +91,15 @@ _CLASS_WORDS: dict[str, tuple[str, ...]] = {
     "cls_card": ("card", "grid", "tile", "item", "teaser", "result", "listing", "product"),
     "cls_hero": ("hero", "cta", "feature", "pricing", "testimonial", "banner", "landing"),
     "cls_article": ("article", "entry", "story", "byline", "author", "headline"),
+    "cls_rating": ("rating", "review", "star", "score", "vote"),
+    "cls_avatar": ("avatar", "user", "profile", "member", "signature", "quote"),
+    "cls_filter": ("filter", "facet", "sort", "pagination", "pager", "paging", "search"),
+    "cls_nav": ("nav", "menu", "breadcrumb", "footer", "header"),
+    "cls_contact": ("contact", "address", "phone", "hours", "team", "about", "service"),
 }
 _LETTERS = re.compile(r"[a-z]+")
 _CLASSES = etree.XPath("//@class", smart_strings=False)
+_PLAIN = etree.XPath("string()", smart_strings=False)
 _CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
 _CURRENCY = re.compile(r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b")
 
@@ -89,6 +120,7 @@ PAGE_FEATURES: tuple[str, ...] = (
     "listing",
     "cards",
     "currency",
+    "log_types",
 )
 
 
@@ -102,27 +134,25 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
     assert t is not None
     counts = dict.fromkeys(_COUNTED, 0)
     text_in = {"li": 0, "td": 0, "pre": 0}
-    for i, el in enumerate(t.els):
+    index, own = t.index, t.own
+    # lxml picks the counted tags in C; only those elements are visited here.
+    for el in body.iter(*_COUNTED):
         tag = el.tag
-        if tag in counts:
-            counts[tag] += 1
-            if tag in text_in:
-                text_in[tag] += t.own[i]
-    # Class words: every letter run of every class attribute, each distinct run judged once.
-    runs: dict[str, int] = {}
-    for run in _LETTERS.findall(" ".join(_CLASSES(body)).lower()):
-        runs[run] = runs.get(run, 0) + 1
-    words = {
-        name: sum(n for run, n in runs.items() if run.startswith(stems))
-        for name, stems in _CLASS_WORDS.items()
-    }
+        counts[tag] += 1
+        if tag in text_in:
+            text_in[tag] += own[index[el]]
+    # Class words: the letter runs of the class attributes that start with a group's stems
+    # (runs counted in C; each distinct run judged once per process).
+    words = [0] * len(_CLASS_WORDS)
+    for run, n in Counter(_LETTERS.findall(" ".join(_CLASSES(body)).lower())).items():
+        for k in _run_groups(run):
+            words[k] += n
     total = t.total[0] or 1
-    text = " ".join(body.itertext()) if t.total[0] < 2_000_000 else ""
     og = {x for x in info.types if x in ("article", "product", "website")}
     row = _declared(info)
     row += [float("article" in og), float("product" in og), float("website" in og)]
     row += [math.log1p(counts[tag]) for tag in _COUNTED]
-    row += [math.log1p(words[name]) for name in _CLASS_WORDS]
+    row += [math.log1p(w) for w in words]
     row += [
         math.log1p(t.total[0]),
         t.link[0] / total,
@@ -133,24 +163,33 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
         sel.chosen_chars / total,
         float(sel.listing),
         math.log1p(len(sel.cards)),
-        math.log1p(_currency(text)),
+        math.log1p(_currency(body) if t.total[0] < 2_000_000 else 0),
+        math.log1p(len(info.types)),
     ]
     return row
 
 
-def _currency(text: str) -> int:
-    """Currency amounts in ``text`` (the regex only runs when a symbol or code is there)."""
-    if not any(mark in text for mark in _CURRENCY_MARKS):
+@lru_cache(maxsize=16384)
+def _run_groups(run: str) -> tuple[int, ...]:
+    """The ``_CLASS_WORDS`` groups (by position) with a stem that starts ``run``."""
+    return tuple(k for k, stems in enumerate(_CLASS_WORDS.values()) if run.startswith(stems))
+
+
+def _currency(body: Any) -> int:
+    """Currency amounts in the page's text (its text nodes joined in C; the regex only runs
+    when a symbol or code is there)."""
+    plain = _PLAIN(body)
+    if not any(mark in plain for mark in _CURRENCY_MARKS):
         return 0
-    return len(_CURRENCY.findall(text))
+    return len(_CURRENCY.findall(plain))
 
 
-def page_type(model: Model | None, row: list[float]) -> str:
+def page_type(model: Any, row: list[float]) -> str:  # model: a model.Model (it imports us)
     """The classifier's type for a page-feature row; ``other`` when unsure or no model."""
     return classify(model, row)[0]
 
 
-def classify(model: Model | None, row: list[float]) -> tuple[str, bool]:
+def classify(model: Any, row: list[float]) -> tuple[str, bool]:
     """The page's type, and whether it is so surely an article that the rules decide its
     content alone (the model's ``rules_above``: measured, the rules are as good there and
     cost a fraction of the block model)."""

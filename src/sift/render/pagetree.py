@@ -65,11 +65,26 @@ class PageTree:
                 in_para[i] = tag in PARA_TAGS
                 in_link[i] = tag == "a"
                 in_heading[i] = tag in HEADING_TAGS
-            c = chars(el.text)
-            if c:
-                own[i] += c
-            if p >= 0 and el.tail:
-                own[p] += chars(el.tail)
+            # chars() inlined: this loop runs once per element of every page.
+            text = el.text
+            if text and not text.isspace():
+                own[i] += (
+                    len(text)
+                    - text.count(" ")
+                    - text.count("\n")
+                    - text.count("\t")
+                    - text.count("\r")
+                )
+            if p >= 0:
+                tail = el.tail
+                if tail and not tail.isspace():
+                    own[p] += (
+                        len(tail)
+                        - tail.count(" ")
+                        - tail.count("\n")
+                        - tail.count("\t")
+                        - tail.count("\r")
+                    )
         # Bottom-up: totals, paragraph chars, link chars.
         total = own[:]
         para = [own[i] if (in_para[i] and not in_link[i]) else 0 for i in range(n)]

@@ -13,6 +13,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from lxml import etree
+
 # Tags that hold chrome in every layout we know of.
 BOILER_TAGS = frozenset({"nav", "footer", "aside", "header", "menu"})
 
@@ -244,6 +246,23 @@ def boiler_kind(el: Any) -> int:
     if ident:
         kind = max(kind, _value_boiler_kind(ident))
     return kind
+
+
+_NAMED = etree.XPath("descendant-or-self::*[@class or @id or @role]")
+
+
+def boiler_kinds(root: Any, els: list[Any], index: dict[Any, int]) -> list[int]:
+    """``boiler_kind`` of every element of ``els`` (``root``'s subtree in document order,
+    ``index`` their positions). Only elements with a chrome tag, a class, id or role can
+    be chrome: lxml finds those in C, and the rest are never judged one by one."""
+    kinds = [NOT_BOILER] * len(els)
+    for el in root.iter(*BOILER_TAGS):
+        kinds[index[el]] = boiler_kind(el)
+    for el in _NAMED(root):
+        i = index.get(el)
+        if i is not None:
+            kinds[i] = boiler_kind(el)
+    return kinds
 
 
 def is_boiler(el: Any) -> bool:

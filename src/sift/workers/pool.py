@@ -72,8 +72,13 @@ def _limit_memory(max_bytes: int | None) -> None:
 
 
 def _selftest() -> None:
-    """Import the renderer and render one tiny page: what every real render needs."""
+    """Import the renderer and render one tiny page: what every real render needs. The
+    extraction model is loaded and compiled here too (~0.3 s, once per worker), so a
+    worker's first real page does not pay for it (a missing model only logs a warning)."""
     from sift.render import RenderOptions, render
+    from sift.render.learned import load_model
+
+    load_model()
 
     render(
         b"<html><body><p>ok</p></body></html>",
