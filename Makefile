@@ -30,7 +30,10 @@ serve: $(SERVE_STAMP)
 	if [ -n "$$exe" ]; then export SIFT_BROWSER_EXECUTABLE="$$exe"; fi; \
 	exec $(BIN)/sift serve $(ARGS)
 
-test: lint typecheck pytest
+# The linters and mypy run beside the test suite (they take seconds of CPU; the suite mostly
+# waits on servers), so `make test` lasts about as long as the suite alone.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j3 lint typecheck pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

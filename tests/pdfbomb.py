@@ -1,17 +1,20 @@
 """A small PDF that makes text extraction slow: form XObjects drawing each other.
 
-Level ``k`` form draws level ``k+1`` ``fan`` times; the last draws one word. pypdf re-reads a
-form on every draw, so ``levels`` = 4 means 1,110 form draws from ~1.5 KB of PDF (seconds),
-and every level multiplies that by ``fan``.
+Level ``k`` form draws level ``k+1`` ``fan`` times; the last draws one word (``words`` times).
+pypdf re-reads a form on every draw, so ``levels`` = 4 means 1,110 form draws from ~1.5 KB
+of PDF, and every level multiplies that by ``fan``.
 
-pypdf 7.1 stops after 5,000 form draws, so depth alone no longer makes it slow: ``words``
-text operators in the last form make each of those draws cost (levels 6, 2,000 words:
-about a minute of extraction on a 2-core machine, from 17 KB of PDF).
+pypdf (6.x) now stops after 5,000 form draws, so draws alone take about a second: too little
+for a test that needs a PDF slower than its budget on *any* machine, idle or loaded. There,
+``words`` makes each draw heavy: the last form's content (compressed, then hex-encoded, so
+the PDF stays ASCII and small) draws its word ``words`` times.
 """
 
 from __future__ import annotations
 
+import binascii
 import io
+import zlib
 
 
 def xobject_bomb(levels: int = 6, fan: int = 10, words: int = 1) -> bytes:
@@ -23,15 +26,20 @@ def xobject_bomb(levels: int = 6, fan: int = 10, words: int = 1) -> bytes:
     first = 6
     for i in range(levels):
         n = first + i
+        filters = b""
         if i == levels - 1:
             content = b"BT /F1 12 Tf " + b"(a) Tj " * words + b"ET"
             res = b"<< /Font << /F1 4 0 R >> >>"
+            if words > 1:
+                content = binascii.hexlify(zlib.compress(content, 9)) + b">"
+                filters = b" /Filter [/ASCIIHexDecode /FlateDecode]"
         else:
             content = b"/X Do " * fan
             res = b"<< /XObject << /X %d 0 R >> /Font << /F1 4 0 R >> >>" % (n + 1)
         objs[n] = (
             b"<< /Type /XObject /Subtype /Form /BBox [0 0 100 100] /Resources "
             + res
+            + filters
             + b" /Length %d >>\nstream\n" % len(content)
             + content
             + b"\nendstream"

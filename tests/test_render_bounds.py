@@ -55,6 +55,7 @@ PAGES = {
         + "</p></body></html>",
         "text/html",
     ),
+    # Slower than its budget on any machine (minutes unbounded), not only on a loaded one.
     "/pdf": (xobject_bomb(levels=6, words=2000).decode("ascii"), "application/pdf"),
     "/text": ("plain words", "text/plain; charset=utf-8"),
 }
