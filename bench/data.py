@@ -24,7 +24,7 @@ bench/dcache.py, bench/renderpool.py). Each is one folder holding ``ground-truth
 Online, the script downloads each repository's archive at its pinned commit
 (``https://codeload.github.com/OWNER/REPO/tar.gz/COMMIT``; it honours ``https_proxy``) and
 unpacks the set from it. Offline, ``--from PATH`` takes the sets from PATH instead: a folder
-holding the set folders above (a copy made by this script, e.g. /work/shared/bench/extraction),
+holding the set folders above (a copy made by this script, e.g. ../shared/bench/extraction),
 a set folder itself, an upstream repository's checkout, or its downloaded ``.tar.gz``.
 Either way each set is checked (every ground-truth entry has its page) and lands in
 ``--into`` (default ``bench/.data/``, gitignored: the sets are never committed), with a
