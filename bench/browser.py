@@ -1,6 +1,7 @@
 """JavaScript pages through sift's guarded browser vs bare Playwright, same Chromium, one run.
 
     .venv/bin/python bench/browser.py [--pages 50] [--rounds 2]
+    .venv/bin/python bench/browser.py --auto [--pages 100] [--rounds 2]
 
 1. A local upstream on 127.0.1.1 (public through ``extra_public_cidrs``, so a restricted
    caller may load it) serves N distinct JavaScript pages: each fills ``#app`` with an
@@ -16,6 +17,12 @@ Both run at 2 and 4 pages at once, alternating (and alternating who goes first),
 times; the best round of each
 is reported (the machine is shared). Prints pages/s, the ratio sift/bare (target: >= 0.8)
 and the peak RSS summed over the browser's processes, per open page. Loopback only.
+
+``--auto`` (issue 20): ``engine="auto"`` on a mix of 90 % server-rendered articles (text in
+the HTML, plus an external script) and 10 % shells (an empty mount and a module bundle that
+writes the text), against an oracle that knows which pages need the browser (``http`` for
+the articles, ``browser`` for the shells); 4 pages at once, fresh URLs every round,
+alternating who goes first. Prints pages/s and the ratio auto/oracle (target: >= 0.9).
 
 Data: the `--pages` JavaScript pages are generated in the run; nothing to download. Needs
 Chromium (Debian's chromium-headless-shell; docs/browser.md).
@@ -39,7 +46,7 @@ from sift.assembly import assemble, build_fetcher, build_render_pool
 from sift.browser import Browser
 from sift.config import BrowserSettings, ClassesSettings, ClassSettings, EgressSettings, Settings
 from sift.fetch import StaticResolver
-from sift.options import FetchOptions
+from sift.options import Engine, FetchOptions
 from sift.principal import Principal
 from sift.service import Service
 
@@ -53,6 +60,19 @@ setTimeout(async () => {{
   document.getElementById("app").innerHTML = "<h1>" + d.title + "</h1><p>" + d.text + "</p>";
 }}, 200);
 </script></body></html>"""
+ARTICLE = """<!doctype html><html><head><title>Article {i}</title>
+<script src="/assets/analytics.js" defer></script></head><body><nav><a href="/">Home</a></nav>
+<article><h1>Article {i}</h1>{paragraphs}</article><footer>(c) Bench</footer></body></html>"""
+SHELL = """<!doctype html><html><head><title>App {i}</title>
+<script type="module" src="/assets/app-{i}.js"></script></head><body><div id="root"></div>
+</body></html>"""
+BUNDLE = """const root = document.getElementById("root");
+root.innerHTML = "<h1>App {i}</h1>" + {paragraphs};"""
+SENTENCE = "This sentence is part of the text a reader came to this page to read. "
+
+
+def paragraphs(i: str) -> list[str]:
+    return [f"Paragraph {n} of page {i}. " + SENTENCE * 6 for n in range(5)]
 
 
 async def start_upstream() -> tuple[web.AppRunner, int]:
@@ -65,9 +85,30 @@ async def start_upstream() -> tuple[web.AppRunner, int]:
         text = f"Page {i} text, " + "with a sentence that makes it worth extracting. " * 8
         return web.json_response({"title": f"Heading {i}", "text": text})
 
+    async def article(request: web.Request) -> web.Response:
+        i = request.match_info["i"]
+        body = "".join(f"<p>{p}</p>" for p in paragraphs(i))
+        return web.Response(text=ARTICLE.format(i=i, paragraphs=body), content_type="text/html")
+
+    async def shell(request: web.Request) -> web.Response:
+        return web.Response(text=SHELL.format(i=request.match_info["i"]), content_type="text/html")
+
+    async def bundle(request: web.Request) -> web.Response:
+        i = request.match_info["i"]
+        body = " + ".join(f'"<p>{p}</p>"' for p in paragraphs(i))
+        js = BUNDLE.format(i=i, paragraphs=body)
+        return web.Response(text=js, content_type="text/javascript")
+
+    async def analytics(request: web.Request) -> web.Response:
+        return web.Response(text="window.seen = 1;", content_type="text/javascript")
+
     app = web.Application()
     app.router.add_get("/p/{i}", page)
     app.router.add_get("/data/{i}", data)
+    app.router.add_get("/article/{i}", article)
+    app.router.add_get("/shell/{i}", shell)
+    app.router.add_get("/assets/app-{i}.js", bundle)
+    app.router.add_get("/assets/analytics.js", analytics)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, HOST, 0)
@@ -154,6 +195,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pages", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--auto", action="store_true", help="auto on a 90/10 mix vs an oracle")
     args = parser.parse_args()
     if not os.access(CHROMIUM, os.X_OK):
         sys.exit(f"no {CHROMIUM}: apt-get install --no-install-recommends chromium-headless-shell")
@@ -168,7 +210,10 @@ async def main() -> None:
         start_pool=False,
     ) as parts:
         assert parts.browser is not None
-        await compare(args.pages, args.rounds, port, parts.service, parts.browser)
+        if args.auto:
+            await compare_auto(args.pages, args.rounds, port, parts.service)
+        else:
+            await compare(args.pages, args.rounds, port, parts.service, parts.browser)
     await runner.cleanup()
 
 
@@ -249,6 +294,41 @@ async def compare(pages: int, rounds: int, port: int, service: Service, browser:
     print(f"sift's browser ran in a network namespace: {browser.launcher.netns is not None}")
     await bare.close()
     await pw.stop()
+
+
+async def compare_auto(pages: int, rounds: int, port: int, service: Service) -> None:
+    """Pages per second: ``auto`` on every page against an oracle's engine per page."""
+    agent = Principal("agent", "restricted")
+    shells = {i for i in range(pages) if i % 10 == 0}  # 10 %, spread through the run
+    tag = ""
+
+    def one(mode: str) -> object:
+        async def fetch(i: int) -> None:
+            kind = "shell" if i in shells else "article"
+            engine: Engine = "browser" if i in shells else "http"
+            engine = "auto" if mode == "auto" else engine
+            url = f"http://{NAME}:{port}/{kind}/{tag}-{i}"
+            env = await service.fetch(agent, FetchOptions(url=url, engine=engine, max_age_s=0))
+            want = "browser" if i in shells else "http"
+            assert env["engine"] == want and f"Paragraph 4 of page {tag}-{i}" in env["content"], env
+
+        return fetch
+
+    tag = "warm"
+    await run_pool(10, 2, one("auto"))  # the browser launched, the render workers started
+    best: dict[str, float] = {}
+    for r in range(rounds):
+        order = ["oracle", "auto"] if r % 2 == 0 else ["auto", "oracle"]
+        for mode in order:
+            tag = f"{r}{mode}"
+            rate = await run_pool(pages, 4, one(mode))
+            best[mode] = max(best.get(mode, 0.0), rate)
+            print(f"round {r + 1} {mode:6}: {rate:5.2f} pages/s", flush=True)
+    print()
+    print(f"{pages} pages ({len(shells)} shells), 4 at once, best of {rounds} rounds (pages/s):")
+    print("| oracle (http or browser per page) | auto | ratio |")
+    print("|---|---|---|")
+    print(f"| {best['oracle']:.2f} | {best['auto']:.2f} | {best['auto'] / best['oracle']:.2f}x |")
 
 
 if __name__ == "__main__":
