@@ -48,7 +48,7 @@ import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 BENCH = Path(__file__).resolve().parent
 DEFAULT_INTO = BENCH / ".data"
@@ -150,14 +150,31 @@ def download(url: str, to: Path, timeout_s: float = DOWNLOAD_TIMEOUT_S) -> None:
 
 
 def unpack(archive: Path, into: Path) -> Path:
-    """Unpack a ``.tar.gz`` (regular files and folders only) and return its top folder."""
+    """Unpack a ``.tar.gz`` (regular files and folders only) and return its top folder.
+
+    Members are checked here rather than by ``extractall(filter="data")`` alone: Pythons
+    before 3.11.4 (Debian 12's 3.11.2) have no extraction filters.
+    """
     try:
         with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(into, filter="data")
+            members = tar.getmembers()
+            for member in members:
+                _check_member(archive, member)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(into, members=members, filter="data")
+            else:
+                tar.extractall(into, members=members)
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise DataError(f"{archive}: not a readable .tar.gz: {exc}") from exc
     tops = [p for p in into.iterdir() if p.is_dir()]
     return tops[0] if len(tops) == 1 else into
+
+
+def _check_member(archive: Path, member: tarfile.TarInfo) -> None:
+    """Only regular files and folders, each inside the folder it is unpacked into."""
+    parts = PurePosixPath(member.name).parts
+    if not (member.isfile() or member.isdir()) or member.name.startswith("/") or ".." in parts:
+        raise DataError(f"{archive}: refused {member.name!r}: not a plain file or folder inside")
 
 
 def _wcxb_entries(dev: Path) -> dict[str, dict[str, object]]:
@@ -215,11 +232,11 @@ def build(source: Source, root: Path, dest: Path, origin: str) -> int:
         for extra in found.glob("ground-truth-*.json"):
             shutil.copy2(extra, work / extra.name)
         truth = json.loads((found / "ground-truth.json").read_text(encoding="utf-8"))
-    for extra in ("LICENSE", "README.md"):
-        if (found / extra).is_file():
-            shutil.copy2(found / extra, work / extra)
-        elif (root / extra).is_file():
-            shutil.copy2(root / extra, work / extra)
+    for name in ("LICENSE", "README.md"):
+        if (found / name).is_file():
+            shutil.copy2(found / name, work / name)
+        elif (root / name).is_file():
+            shutil.copy2(root / name, work / name)
     for key in truth:
         page = found / "html" / f"{key}.html.gz"
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import gzip
 import importlib.util
+import io
 import json
 import os
 import socket
@@ -187,6 +188,29 @@ def test_a_downloaded_archive_is_unpacked(data: ModuleType, tmp_path: Path) -> N
     sh = into / "scrapinghub-article-extraction-benchmark"
     assert sorted(p.name for p in sh.iterdir()) == ["SOURCE.json", "ground-truth.json", "html"]
     assert (sh / "html" / "b2.html.gz").read_bytes() == _page("<p>two</p>")
+
+
+@pytest.mark.parametrize("kind", ["parent", "symlink"])
+def test_an_archive_reaching_outside_is_refused_and_writes_nothing(
+    data: ModuleType, tmp_path: Path, kind: str
+) -> None:
+    """A member named ``../x`` or a link is refused before anything is unpacked — on every
+    Python 3.11 (extraction filters came in 3.11.4; Debian 12 has 3.11.2)."""
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        good = tarfile.TarInfo("top/ground-truth.json")
+        good.size = 2
+        tar.addfile(good, io.BytesIO(b"{}"))
+        evil = tarfile.TarInfo("top/../../escaped" if kind == "parent" else "top/link")
+        if kind == "symlink":
+            evil.type, evil.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(evil, io.BytesIO(b""))
+    into = tmp_path / "into"
+    into.mkdir()
+    name = "top/../../escaped" if kind == "parent" else "top/link"
+    with pytest.raises(data.DataError, match=f"refused '{name}': not a plain file or folder"):
+        data.unpack(archive, into)
+    assert list(into.iterdir()) == [] and not (tmp_path / "escaped").exists()
 
 
 def test_a_set_missing_a_page_is_refused_and_nothing_is_left(
