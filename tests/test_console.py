@@ -296,6 +296,8 @@ async def test_stats_for_fleet_only_with_exact_numbers(
     await client.post("/v1/fetch", json={"url": up.url("/b")}, headers=h)
     stats = (await client.get("/v1/stats", headers=h)).json()
     assert stats["cache"]["outcomes"] == {"hit": 2, "miss": 2, "revalidated": 0}
+    assert stats["cache"]["totals"] == {"hit": 2, "miss": 2, "revalidated": 0}
+    assert (stats["cache"]["robots"], stats["browser_pages"]) == (1, 0)
     assert stats["cache"]["pages"] == 2
     assert stats["cache"]["bodies"] == 2
     assert 0 < stats["cache"]["bytes"] <= stats["cache"]["max_bytes"]
@@ -305,7 +307,7 @@ async def test_stats_for_fleet_only_with_exact_numbers(
         "jobs": 0,
         "live_jobs": 0,
     }
-    assert set(stats) == {"version", "browser", "now", "cache", "batch"}
+    assert set(stats) == {"version", "browser", "browser_pages", "now", "cache", "batch"}
     # Aggregates only: no URL of any caller in it.
     assert up.url("/") not in (await client.get("/v1/stats", headers=h)).text
 

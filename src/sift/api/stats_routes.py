@@ -34,10 +34,14 @@ class CacheStats(BaseModel):
     pages: int
     bodies: int
     renders: int
+    robots: int = Field(description="Stored robots.txt entries.")
     evictions: int = Field(description="Entries evicted since the server started.")
     outcomes: dict[str, int] = Field(
         description="Fetch answers by their envelope's cache field (hit, miss, revalidated) "
         "since the server started."
+    )
+    totals: dict[str, int] = Field(
+        description="The same counts since the database was created (what `sift stats` shows)."
     )
 
 
@@ -53,6 +57,7 @@ class Stats(BaseModel):
 
     version: str
     browser: str = Field(description="absent, ready or broken (see /healthz).")
+    browser_pages: int = Field(description="Pages loaded in the browser, ever.")
     now: int = Field(description="The server's clock, unix seconds.")
     cache: CacheStats
     batch: BatchStats
@@ -74,6 +79,7 @@ def install_stats_routes(app: FastAPI) -> None:
             )
         adb: AsyncDB = request.app.state.adb
         raw = await adb.run(DB.stats)  # the content cache is this node's
+        counters = await request.app.state.service.counter_totals()
         store: BatchStore = request.app.state.store  # the batch store may be shared (PostgreSQL)
         batch = raw if store.backend == "sqlite" else await store.batch_stats()
         live = await store.live_batch_jobs_total()
@@ -82,6 +88,7 @@ def install_stats_routes(app: FastAPI) -> None:
         body: dict[str, Any] = {
             "version": __version__,
             "browser": "absent" if browser is None else browser.state,
+            "browser_pages": counters.get("browser_pages", 0),
             "now": int(time.time()),
             "cache": {
                 "bytes": raw.get("bytes", 0),
@@ -89,8 +96,10 @@ def install_stats_routes(app: FastAPI) -> None:
                 "pages": raw.get("pages", 0),
                 "bodies": raw.get("bodies", 0),
                 "renders": raw.get("renders", 0),
+                "robots": raw.get("robots", 0),
                 "evictions": raw.get("evictions", 0),
                 "outcomes": _cache_outcomes(request.app.state.metrics),
+                "totals": {o: counters.get(o, 0) for o in CACHE_OUTCOMES},
             },
             "batch": {
                 "bytes": batch.get("batch_bytes", 0),

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from sift import datadir
-from sift.assembly import settings_for
+from sift.assembly import own_or_delegate, settings_for
 from sift.cli.args import add_settings_args
 from sift.errors import ConfigError
 
@@ -68,25 +68,55 @@ def _human(n: int) -> str:
     raise AssertionError("unreachable")
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
+def _from_server(url: str, key: str, settings: Settings) -> dict[str, Any]:
+    """The same figures from the server that owns the data directory (``GET /v1/stats``)."""
+    from sift.client import Client
+
+    with Client(url, key) as client:
+        body = client.request("GET", "/v1/stats")
+    cache, batch, totals = body["cache"], body["batch"], body["cache"]["totals"]
+    served = sum(totals.values())
+    hit_rate = round((totals["hit"] + totals["revalidated"]) / served, 4) if served else None
+    absent = body["browser"] == "absent"
+    return {
+        "cache_bytes": cache["bytes"],
+        "cache_max_bytes": cache["max_bytes"],
+        **{name: cache[name] for name in ("bodies", "pages", "renders", "robots")},
+        "hits": totals["hit"],
+        "misses": totals["miss"],
+        "revalidated": totals["revalidated"],
+        "hit_rate": hit_rate,
+        "batch_jobs": batch["jobs"],
+        "batch_bytes": batch["bytes"],
+        "batch_max_bytes": batch["max_bytes"],
+        "browser_pages": body["browser_pages"],
+        "browser": {
+            "state": body["browser"],
+            "absent_reason": _browser_state(settings)["absent_reason"] if absent else None,
+        },
+    }
+
+
+def _from_database(settings: Settings, lock: datadir.DataDirLock) -> dict[str, Any]:
     from sift.dcache import DB
 
-    settings = settings_for(args)
-    if not settings.db_path.exists():
-        raise ConfigError(f"data_dir: {settings.data_dir}: no database yet; run `sift serve` first")
-    lock = datadir.own(
-        settings.data_dir,
-        "stats",
-        advice="a running server's live figures are at its GET /metrics",
-    )
     try:
         db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
         try:
-            st = collect_stats(db, settings)
+            return collect_stats(db, settings)
         finally:
             db.close()
     finally:
         lock.release()
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """The figures from the database, or from the server that owns it (said on stderr)."""
+    settings = settings_for(args)
+    if not settings.db_path.exists():
+        raise ConfigError(f"data_dir: {settings.data_dir}: no database yet; run `sift serve` first")
+    got = own_or_delegate(settings, "stats", args)
+    st = _from_server(*got, settings) if isinstance(got, tuple) else _from_database(settings, got)
     if settings.store.url:  # batch jobs live in the shared store: report the cluster's
         from sift.batch.ops import cluster_stats
 

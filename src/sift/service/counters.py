@@ -27,6 +27,11 @@ class Counters:
             self._flushed_at = now
             self._flush_task = asyncio.ensure_future(self._flush())
 
+    async def totals(self) -> dict[str, int]:
+        """Every counter as written plus what is still pending: the figures as of now."""
+        written = await self.adb.run(DB.counters)
+        return {n: written.get(n, 0) + self._pending.get(n, 0) for n in {*written, *self._pending}}
+
     async def _flush(self) -> None:
         pending, self._pending = self._pending, {}
         try:

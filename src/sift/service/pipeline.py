@@ -113,6 +113,10 @@ class Service:
         runner asks it for Crawl-delay)."""
         return self._upstream.robots_checker(principal)
 
+    async def counter_totals(self) -> dict[str, int]:
+        """The persistent counters (``sift stats``) as of now, pending ones included."""
+        return await self._counters.totals()
+
     async def close(self) -> None:
         """Write the counters still pending. Call before closing the database."""
         await self._counters.close()
