@@ -7,9 +7,11 @@ included (Playwright ≥ 1.42). So sift asks Chromium itself, on the page's own 
 session (the ``Fetch`` domain, as ``writes.py`` does):
 
 - only requests whose URL is on the origin are paused (a ``urlPattern`` of that origin);
-  each is checked again here (``origin_of``, scheme + host + port) and continued with the
-  caller's headers and a ``Cookie`` field holding the cookies the page already has for it
-  plus the caller's (theirs win on a name clash);
+  each is checked again here (``origin_of``, scheme + host + port) and, while the page
+  itself is on the origin (or still blank, before its first navigation), continued with
+  the caller's headers and a ``Cookie`` field holding the cookies the page already has for
+  it plus the caller's (theirs win on a name clash). A page that has left the origin (a
+  top-level redirect, a navigation) gets no more of them, even for requests back to it;
 - an override of ``Fetch.continueRequest`` applies to that request only, never to a
   redirect hop it leads to (DevTools' contract): a hop to another origin is a new request,
   not paused, sent as the page made it;
@@ -85,7 +87,7 @@ class CredentialGate:
         request = event.get("request", {})
         url = str(request.get("url", ""))
         params: dict[str, Any] = {"requestId": event["requestId"]}
-        if self._origin is not None and origin_of(url) == self._origin:
+        if self._origin is not None and origin_of(url) == self._origin and self._page_on_origin():
             given: dict[str, str] = dict(request.get("headers") or {})
             cookie = next((v for k, v in given.items() if k.lower() == "cookie"), None)
             mine = self._credentials.request_headers(cookie)
@@ -98,6 +100,10 @@ class CredentialGate:
         # (Suppressed whole: an error here must never carry the fields into a log.)
         with contextlib.suppress(Exception):
             await cdp.send("Fetch.continueRequest", params)
+
+    def _page_on_origin(self) -> bool:
+        page_url = self._page.url
+        return page_url in ("", "about:blank") or origin_of(page_url) == self._origin
 
     async def close(self) -> None:
         """Stop adding; the context's close ends the session and whatever is paused."""
