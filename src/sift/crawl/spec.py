@@ -21,7 +21,7 @@ from sift.config import CallerClass, ClassSettings
 from sift.crawl.globs import MAX_GLOBS, GlobError, PathGlobs, compile_glob
 from sift.crawl.scope import SCOPES, Scope
 from sift.errors import BadRequest, SiftError
-from sift.fetch.credentials import origin_of
+from sift.fetch.credentials import CREDENTIAL_OPTIONS, origin_of
 from sift.fetch.url import validate_url
 from sift.options import MAX_URL_BYTES, apply_class, parse_options
 
@@ -43,7 +43,7 @@ _CRAWL_KEYS: Final = (
 )
 _MAP_KEYS: Final = ("url", "scope", "include", "exclude", "sitemap", "limit")
 # Options that go with a target only on the start URL's origin (the caller's secrets).
-ORIGIN_ONLY_OPTIONS: Final = ("headers", "cookies")
+ORIGIN_ONLY_OPTIONS: Final = CREDENTIAL_OPTIONS
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ from urllib.parse import urlsplit
 
 Pairs = tuple[tuple[str, str], ...]
 
+# The fetch options that carry them: sent to one origin only, kept at rest only while a batch
+# job or crawl lives (``sift.store`` removes them from its rows when the job ends).
+CREDENTIAL_OPTIONS: Final = ("headers", "cookies")
+
 MAX_HEADERS: Final = 32
 MAX_COOKIES: Final = 64
 MAX_NAME_CHARS: Final = 128
