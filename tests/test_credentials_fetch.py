@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -392,3 +393,38 @@ async def test_mcp_and_the_python_client(
             ]
             assert "".join(pieces).startswith("Ledger line 0 ") and len(pieces) > 1
     assert site.hits["/ledger"] == 1  # one caller, one set of secrets: its own cached copy
+
+
+async def test_sift_fetch_header_and_cookie_flags(
+    tmp_path: Path, origins: tuple[Upstream, Upstream]
+) -> None:
+    """``sift fetch -H … --cookie …`` in-process as the operator; a bad -H exits 2 without
+    echoing it."""
+    site, _ = origins
+    base = [sys.executable, "-m", "sift.cli", "fetch", "--data-dir", str(tmp_path / "d")]
+
+    async def run(*args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            *base, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    code, out, err = await run(
+        site.url("/account"),
+        "-H",
+        f"Authorization: Bearer {TOKEN}",
+        "-H",
+        "X-Tenant: blue",
+        "--cookie",
+        f"sid={COOKIE}",
+        "-H",
+        "Cookie: theme=dark",
+    )
+    assert (code, MEMBER in out) == (0, True), (err, out)
+    (h,) = headers_at(site, "/account")
+    assert (h["authorization"], h["x-tenant"]) == (f"Bearer {TOKEN}", "blue")
+    assert h["cookie"] == f"sid={COOKIE}; theme=dark"
+    code, out, err = await run(site.url("/account"), "-H", f"Bearer {TOKEN}")
+    assert (code, out, err) == (2, "", "sift fetch: -H #1 is not 'Name: value'\n")

@@ -204,8 +204,9 @@ class Service:
     ) -> tuple[Snapshot, CacheState, Memo | None]:
         """The snapshot one engine serves for this request (cache, fetch or load, render)."""
         opts = req.opts
-        creds = opts.credentials
-        private = creds.tag(self._private_key, _identity(req.principal)) if creds else ""
+        private = ""
+        if opts.headers or opts.cookies:  # a private page: this caller's, these values'
+            private = opts.credentials.tag(self._private_key, _identity(req.principal))
         key = page_key_for(req.target.url, opts, req.policy, engine, private)
         rkey = render_key_for(req.ropts, key)
         now = int(self._clock())
@@ -295,7 +296,7 @@ class Service:
             loaded = await load(opts.url, policy, robots)
             page, new_body = await self._cache.store(page_key, loaded, now)
             return page, loaded.body, "miss", new_body
-        creds = opts.credentials or None
+        creds = opts.credentials if opts.headers or opts.cookies else None
         result = await self._upstream.fetch(opts.url, policy, stale, robots, creds)
         if result.not_modified and stale is not None:
             # Shielded, like the store below: a flight cancelled once nobody waits (see
