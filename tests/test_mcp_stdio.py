@@ -92,6 +92,8 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "selector",
                 "engine",
                 "wait_for",
+                "headers",
+                "cookies",
             ]
             assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
                 ["url"],
