@@ -6,9 +6,12 @@ PostgreSQL (a fresh database per test; see tests/pgserver.py).
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import AsyncIterator
 from dataclasses import astuple
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -482,3 +485,42 @@ async def test_jobs_of_lists_one_callers_jobs_newest_first_and_moves_no_lease(
     assert await db.jobs_of("nobody", 10) == []
     leases = [await lease(db, i) for i in ("old", "tie1", "tie2", "theirs")]
     assert leases == [100, 200, 200, 300]
+
+
+async def test_credentials_are_kept_only_while_the_job_lives(db: BatchStore) -> None:
+    """The caller's headers and cookies (fetch options) leave the store when the job ends —
+    done, cancelled, or failed at a restart — from every target and from a crawl's spec;
+    every other option and the results stay."""
+    secret = {"headers": {"Authorization": "Bearer tok"}, "cookies": {"sid": "c"}}
+    options = json.dumps({**secret, "format": "text"}, separators=(",", ":"))
+    spec = json.dumps({"url": "https://example.com/", "options": {**secret, "links": True}})
+
+    async def add(id: str, kind: str, status: JobStatus = "running") -> None:
+        j = dataclasses.replace(job(id, idem_key=id, status=status, total=2), kind=kind)
+        await db.create_batch_job(dataclasses.replace(j, spec=spec if kind == "crawl" else ""))
+        own = [BatchTarget(id, i, f"https://example.com/{i}", options, "pending") for i in (0, 1)]
+        await db.put_batch_targets(id, own)
+
+    async def kept(id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        targets = await db.batch_targets(id)
+        found = await db.batch_job(id)
+        assert targets is not None and found is not None
+        return [json.loads(t.options) for t in targets], (
+            json.loads(found.spec)["options"] if found.spec else None
+        )
+
+    for id, kind in (("done", "batch"), ("cancelled", "crawl"), ("restarted", "crawl")):
+        await add(id, kind)
+    await db.update_batch_target("done", 0, 100, "done", "result", None, None)
+    await db.set_batch_job_status("done", "running", "", 100)  # still live: kept
+    assert await kept("done") == ([{**secret, "format": "text"}] * 2, None)
+    await db.set_batch_job_status("done", "done", "", 101)
+    await db.cancel_job("cancelled", "alice", 101, 1000)
+    assert await db.mark_in_flight_failed("restarted", 102) == 1
+    assert await kept("done") == ([{"format": "text"}] * 2, None)
+    for id in ("cancelled", "restarted"):
+        assert await kept(id) == ([{"format": "text"}] * 2, {"links": True})
+    done = await db.batch_targets("done")
+    assert done is not None and done[0].result == "result"
+    crawl = await db.batch_job("restarted")
+    assert crawl is not None and json.loads(crawl.spec)["url"] == "https://example.com/"

@@ -17,6 +17,7 @@ from typing import Any, Literal, get_args
 
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
+from sift.fetch.credentials import Credentials, Pairs, check_total, parse_cookies, parse_headers
 from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
 from sift.render.selector import LIMITS_TEXT, check_selectors
 from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
@@ -54,6 +55,14 @@ class FetchOptions:
     robots: bool = True
     engine: Engine = "auto"
     wait_for: str | None = None  # CSS selector the browser waits for (within the deadline)
+    # The caller's own headers and cookies, for the requested URL's origin only (secrets:
+    # never in a repr; see sift.fetch.credentials and docs/fetching.md).
+    headers: Pairs = dataclasses.field(default=(), repr=False)
+    cookies: Pairs = dataclasses.field(default=(), repr=False)
+
+    @property
+    def credentials(self) -> Credentials:
+        return Credentials(self.headers, self.cookies)
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
@@ -96,6 +105,8 @@ def parse_options(
         if name == "url" or name not in OPTION_NAMES or value is None:
             continue
         _parse_option(name, value, from_query, out, problems)
+    if "headers" in out or "cookies" in out:
+        check_total(out.get("headers") or (), out.get("cookies") or (), problems)
     if not problems and ("selector" in out or "exclude" in out):
         # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
         problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
@@ -143,6 +154,14 @@ def _parse_option(
             problems.append(f"engine: expected one of {', '.join(ENGINES)}")
         else:
             out[name] = value
+    elif name in ("headers", "cookies"):
+        if from_query:  # a query string is a URL, and URLs end up in logs
+            problems.append(
+                f"{name}: not accepted in a query string (URLs end up in logs); "
+                "send it in the JSON body of POST /v1/fetch"
+            )
+        else:
+            out[name] = (parse_headers if name == "headers" else parse_cookies)(value, problems)
     elif name == "exclude":
         if from_query and isinstance(value, str):
             value = [value]
@@ -210,6 +229,12 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
             f"engine: the {caller_class} class may not use the browser",
             hint="Use engine=http (or auto), or ask the operator to set "
             f"classes.{caller_class}.browser = true.",
+        )
+    if (opts.headers or opts.cookies) and not limits.credentials:
+        raise BadRequest(
+            f"headers, cookies: the {caller_class} class may not send its own headers or cookies",
+            hint="Drop headers and cookies, or ask the operator to set "
+            f"classes.{caller_class}.credentials = true.",
         )
     if opts.wait_for is not None and opts.engine == "http":
         raise BadRequest(

@@ -7,6 +7,13 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
+from sift.fetch.credentials import (
+    MAX_COOKIES,
+    MAX_HEADERS,
+    MAX_NAME_CHARS,
+    MAX_TOTAL_BYTES,
+    MAX_VALUE_BYTES,
+)
 from sift.options import (
     MAX_EXCLUDES,
     MAX_INT,
@@ -30,6 +37,13 @@ Url = Annotated[
     ),
 ]
 Selector = Annotated[str, Field(min_length=1, max_length=MAX_SELECTOR_CHARS)]
+FieldName = Annotated[
+    str, Field(min_length=1, max_length=MAX_NAME_CHARS, pattern=r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+]
+HeaderValue = Annotated[str, Field(max_length=MAX_VALUE_BYTES, pattern=r"^[\t\x20-\x7e]*$")]
+CookieValue = Annotated[str, Field(max_length=MAX_VALUE_BYTES)]
+# Options a query string never carries (GET /v1/fetch refuses them: URLs end up in logs).
+BODY_ONLY_OPTIONS: Final = ("headers", "cookies")
 
 
 class FetchRequest(BaseModel):
@@ -79,6 +93,22 @@ class FetchRequest(BaseModel):
         min_length=1,
         max_length=MAX_SELECTOR_CHARS,
         description="Browser only: CSS selector to wait for before reading the page.",
+    )
+    headers: dict[FieldName, HeaderValue] | None = Field(
+        None,
+        max_length=MAX_HEADERS,
+        description="Your own request headers (name → value, e.g. Authorization), sent only "
+        "to the requested URL's origin: never after a redirect to another origin, never to "
+        "robots.txt, in the browser only on requests to that origin. Hop-by-hop, framing and "
+        "sift's own fields (Host, Connection, User-Agent, Cookie, …) are refused; at most "
+        f"{MAX_TOTAL_BYTES} bytes with cookies. The result is private to you. POST only. "
+        "See docs/fetching.md#pages-behind-a-login.",
+    )
+    cookies: dict[FieldName, CookieValue] | None = Field(
+        None,
+        max_length=MAX_COOKIES,
+        description="Your own cookies (name → value), sent as a Cookie header to the requested "
+        "URL's origin only, like headers. POST only.",
     )
 
 
@@ -234,6 +264,8 @@ def fetch_query_parameters() -> list[dict[str, Any]]:
     schema = FetchRequest.model_json_schema()
     params = []
     for name, prop in schema["properties"].items():
+        if name in BODY_ONLY_OPTIONS:
+            continue
         prop = {k: v for k, v in prop.items() if k not in ("title", "default")}
         params.append(
             {

@@ -28,6 +28,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from sift.browser.credentials import CredentialGate
 from sift.browser.launcher import Launcher
 from sift.browser.limits import PageLimits, PageSlots
 from sift.browser.proxy import GuardProxy, ProxyLimits
@@ -44,6 +45,7 @@ from sift.errors import (
     TooLarge,
 )
 from sift.fetch import BLOCKED_MESSAGE, Fetcher, FetchPolicy, FetchResult
+from sift.fetch.credentials import Credentials
 from sift.metrics import Metrics
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ class Browser:
         self._unwatched_logged = False
         self.last_proxy: GuardProxy | None = None  # the latest page's proxy (tests read it)
         self.last_writes: WriteGuard | None = None  # the latest restricted page's write guard
+        self.last_gate: CredentialGate | None = None  # the latest credentialed page's gate
         self.last_watch: PageWatch | None = None  # the latest page's watch (tests read it)
 
     @property
@@ -121,8 +124,10 @@ class Browser:
         wait_for: str | None = None,
         caller_class: str = "",
         class_pages: int = 0,
+        credentials: Credentials | None = None,
     ) -> FetchResult:
-        """Load ``url`` for a caller under ``policy``; see the module docstring."""
+        """Load ``url`` for a caller under ``policy``; see the module docstring.
+        ``credentials`` go only to requests for ``url``'s origin (``credentials.py``)."""
         target = self.fetcher.check_url(url, policy)  # the caller's URL: same rules as HTTP
         started = time.monotonic()
         outcome = "error"
@@ -137,6 +142,7 @@ class Browser:
                         wait_for,
                         started + deadline_s,
                         restricted=caller_class == "restricted",
+                        credentials=credentials or None,
                     )
             outcome = "ok"
             return result
@@ -163,6 +169,7 @@ class Browser:
         deadline_at: float,
         *,
         restricted: bool,
+        credentials: Credentials | None = None,
     ) -> FetchResult:
         limits = self.limits
         proxy = GuardProxy(
@@ -174,6 +181,7 @@ class Browser:
         self.last_proxy = proxy
         ctx: BrowserContext | None = None
         writes: WriteGuard | None = None
+        gate: CredentialGate | None = None
         try:
             proxy_url = await self.launcher.start_proxy(proxy)
             ctx = await browser.new_context(
@@ -189,6 +197,9 @@ class Browser:
             if restricted:  # a restricted page reads other origins, never writes to them
                 writes = self.last_writes = WriteGuard(page)
                 await writes.start(ctx)
+            if credentials:  # the caller's headers and cookies, for url's origin only
+                gate = self.last_gate = CredentialGate(page, url, credentials)
+                await gate.start(ctx)
             return await self._race(browser, page, proxy, url, wait_for, deadline_at, watch)
         finally:
             refused = proxy.stats.refused + (len(writes.refused) if writes else 0)
@@ -196,6 +207,8 @@ class Browser:
                 self.metrics.browser_blocked.inc(refused)
             if writes is not None:
                 await writes.close()
+            if gate is not None:
+                await gate.close()
             if ctx is not None:
                 await self._close_context(ctx)
             await proxy.close()

@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
+
+from sift.fetch.credentials import origin_of as origin_of
 
 if TYPE_CHECKING:
     from playwright.async_api import BrowserContext, CDPSession, Page
@@ -33,20 +34,6 @@ if TYPE_CHECKING:
 SAFE_METHODS: Final = frozenset({"GET", "HEAD"})
 # The DevTools resource types whose requests may use another method than GET.
 WRITE_TYPES: Final = ("Document", "XHR", "Fetch", "Ping", "CSPViolationReport", "Other")
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-
-
-def origin_of(url: str) -> tuple[str, str, int] | None:
-    """(scheme, host, port) of ``url``; None for an opaque origin (about:, data:, …)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    return scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme]
 
 
 def is_cross_origin_write(method: str, url: str, page_url: str) -> bool:

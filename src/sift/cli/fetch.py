@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sift.assembly import own_or_delegate, settings_for
 from sift.cli.args import add_server_args, add_settings_args
-from sift.cli.exits import EXIT_UPSTREAM_STATUS
+from sift.cli.exits import EXIT_UPSTREAM_STATUS, EXIT_USAGE
 from sift.datadir import DataDirLock
 
 if TYPE_CHECKING:
@@ -47,6 +47,20 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="auto (default): the browser only for JavaScript pages; http; browser",
     )
     p.add_argument("--wait-for", metavar="CSS", help="browser: wait for this selector")
+    p.add_argument(
+        "-H",
+        "--header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="send this header to the URL's origin only (repeatable; a 'Cookie: a=b; c=d' "
+        "line becomes cookies); see docs/fetching.md#pages-behind-a-login",
+    )
+    p.add_argument(
+        "--cookie",
+        action="append",
+        metavar="NAME=VALUE",
+        help="send this cookie to the URL's origin only (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
     add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)
@@ -65,8 +79,35 @@ def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
         "robots": False if args.no_robots else None,
         "engine": args.engine,
         "wait_for": args.wait_for,
+        **_credentials(args.header or [], args.cookie or []),
     }
     return {k: v for k, v in options.items() if v is not None}
+
+
+class _Usage(Exception):
+    """A malformed -H or --cookie: exit 2 with the message."""
+
+
+def _credentials(header_lines: list[str], cookie_pairs: list[str]) -> dict[str, Any]:
+    """``-H 'Name: value'`` and ``--cookie name=value`` as the headers and cookies options
+    (checked by the server like any; only the shape is checked here, and a bad one is
+    refused without echoing it: it may hold a secret)."""
+    headers: dict[str, str] = {}
+    cookies: dict[str, str] = {}
+    for i, line in enumerate(header_lines):
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise _Usage(f"-H #{i + 1} is not 'Name: value'")
+        if name.strip().lower() == "cookie":
+            cookie_pairs = [*cookie_pairs, *(p for p in value.split(";") if p.strip())]
+        else:
+            headers[name.strip()] = value.strip()
+    for i, pair in enumerate(cookie_pairs):
+        name, sep, value = pair.strip().partition("=")
+        if not sep or not name.strip():
+            raise _Usage(f"cookie #{i + 1} is not 'name=value'")
+        cookies[name.strip()] = value.strip()
+    return {"headers": headers or None, "cookies": cookies or None}
 
 
 async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any]) -> Any:
@@ -84,7 +125,11 @@ async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any
 def cmd_fetch(args: argparse.Namespace) -> int:
     """Fetch one URL in-process as the operator, or through a running sift (--server, or
     the server that owns the data directory)."""
-    options = _fetch_options(args)
+    try:
+        options = _fetch_options(args)
+    except _Usage as exc:
+        print(f"sift fetch: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     server, key = args.server, args.key
     lock: DataDirLock | None = None
     if not server:

@@ -73,6 +73,13 @@ class ClassSettings:
             "May use the headless browser (engine browser, and auto for JavaScript pages)."
         ),
     )
+    credentials: bool = field(
+        default=False,
+        metadata=doc(
+            "May send its own headers and cookies to the requested URL's origin (the "
+            "headers and cookies options; fleet true, restricted false)."
+        ),
+    )
     browser_pages: int = field(
         default=1, metadata=doc("Browser pages one caller of this class may have open at once.")
     )
@@ -117,6 +124,7 @@ def _fleet_defaults() -> ClassSettings:
         max_redirects=10,
         max_links=10_000,
         max_inflight=256,
+        credentials=True,
         browser_pages=4,
         browser_pages_total=4,
         browser_timeout_s=30.0,

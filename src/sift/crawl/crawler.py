@@ -34,7 +34,7 @@ from sift.crawl import sitemap
 from sift.crawl.frontier import Frontier
 from sift.crawl.links import page_links
 from sift.crawl.offloop import CPU_LANE
-from sift.crawl.spec import CrawlSpec
+from sift.crawl.spec import ORIGIN_ONLY_OPTIONS, CrawlSpec
 from sift.dcache import DB
 from sift.errors import SiftError
 from sift.fetch import RobotsChecker, Target, validate_url
@@ -153,16 +153,7 @@ class Crawler:
             self._policy(principal),
             self._robots(principal, spec),
         )
-        added, total = await self._store.append_crawl_targets(
-            job_id,
-            urls,
-            options=spec.options_json(),
-            depth=depth + 1,
-            parent=idx,
-            max_total=spec.max_pages,
-            now=int(self._clock()),
-            seen=seen,
-        )
+        added, total = await self._append(job_id, spec, urls, depth, idx, seen)
         if total >= spec.max_pages:
             self._remember(self._full, job_id, None)
         else:  # every URL sent is in the seen-set now (only a full job stops short)
@@ -171,6 +162,34 @@ class Crawler:
             while len(self._seen) > MAX_REMEMBERED_SEEN:
                 self._seen.popitem(last=False)
         return added
+
+    async def _append(
+        self, job_id: str, spec: CrawlSpec, urls: list[str], depth: int, idx: int, seen: list[str]
+    ) -> tuple[int, int]:
+        """Append ``urls`` as targets (``append_crawl_targets``): ``(added, total)``. With
+        the caller's headers or cookies, the URLs off the start origin go in a second step
+        whose options leave them out (``CrawlSpec.options_json``)."""
+        groups = [(spec.options_json(), urls)]
+        if any(k in spec.options for k in ORIGIN_ONLY_OPTIONS):
+            mine = [u for u in urls if spec.on_start_origin(u)]
+            others = [u for u in urls if not spec.on_start_origin(u)]
+            groups = [(spec.options_json(), mine)] if mine or not others else []
+            if others:
+                groups.append((spec.options_json(others[0]), others))
+        added = total = 0
+        for i, (options, group) in enumerate(groups):
+            more, total = await self._store.append_crawl_targets(
+                job_id,
+                group,
+                options=options,
+                depth=depth + 1,
+                parent=idx,
+                max_total=spec.max_pages,
+                now=int(self._clock()),
+                seen=seen if i == 0 else (),
+            )
+            added += more
+        return added, total
 
     async def page_links(self, envelope: dict[str, Any], page_url: str) -> list[str]:
         """The followable links of a fetched HTML page (its body read from the cache)."""

@@ -20,7 +20,9 @@ from typing import Any, Final, cast
 from sift.config import CallerClass, ClassSettings
 from sift.crawl.globs import MAX_GLOBS, GlobError, PathGlobs, compile_glob
 from sift.crawl.scope import SCOPES, Scope
-from sift.errors import BadRequest
+from sift.errors import BadRequest, SiftError
+from sift.fetch.credentials import CREDENTIAL_OPTIONS, origin_of
+from sift.fetch.url import validate_url
 from sift.options import MAX_URL_BYTES, apply_class, parse_options
 
 DEFAULT_MAX_PAGES: Final = 100
@@ -40,6 +42,8 @@ _CRAWL_KEYS: Final = (
     "options",
 )
 _MAP_KEYS: Final = ("url", "scope", "include", "exclude", "sitemap", "limit")
+# Options that go with a target only on the start URL's origin (the caller's secrets).
+ORIGIN_ONLY_OPTIONS: Final = CREDENTIAL_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -73,9 +77,22 @@ class CrawlSpec:
             options=dict(d["options"]),
         )
 
-    def options_json(self) -> str:
-        """The ``options`` column of every target (as batch stores it)."""
-        return json.dumps(self.options, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    def options_json(self, url: str | None = None) -> str:
+        """The ``options`` column of a target (as batch stores it): of the target at
+        ``url``, the caller's headers and cookies only when ``url`` is on the start URL's
+        origin (scheme, host and port), so a crawl never sends them anywhere else."""
+        options = self.options
+        if url is not None and not self.on_start_origin(url):
+            options = {k: v for k, v in options.items() if k not in ORIGIN_ONLY_OPTIONS}
+        return json.dumps(options, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def on_start_origin(self, url: str) -> bool:
+        """Whether ``url`` (in sift's normal form) is on the start URL's origin."""
+        try:
+            start = validate_url(self.url).url
+        except SiftError:
+            return False
+        return origin_of(url) == origin_of(start)
 
     def view(self) -> dict[str, Any]:
         """What the job's status view shows of it."""

@@ -35,6 +35,7 @@ from sift.errors import (
     UpstreamTimeout,
 )
 from sift.fetch.charset import detect_charset
+from sift.fetch.credentials import Credentials
 from sift.fetch.decode import make_decoder, parse_content_encoding
 from sift.fetch.egress import EgressGuard, blocked, is_restricted, unreachable_name
 from sift.fetch.mimetype import extract_content_type
@@ -209,6 +210,7 @@ class Fetcher:
         last_modified: str | None = None,
         robots: RobotsChecker | None = None,
         allow_truncation: bool = False,
+        credentials: Credentials | None = None,
     ) -> FetchResult:
         """GET ``url`` under ``policy``, following redirects; see the module docstring.
 
@@ -216,7 +218,9 @@ class Fetcher:
         With ``robots``, every hop must be allowed by its origin's robots.txt
         (``RobotsDisallowed`` otherwise). With ``allow_truncation``, a body over
         ``max_download_bytes`` is cut there instead of raising ``TooLarge``. Non-2xx
-        statuses are results, not errors.
+        statuses are results, not errors. ``credentials`` (the caller's headers and
+        cookies) go to ``url``'s origin only: with every hop while the redirects stay on
+        it, never again once one leaves it (even if a later hop comes back).
         """
         if self._state != "open":
             raise SiftError("The fetcher is not open; call start() first.")
@@ -229,7 +233,14 @@ class Fetcher:
         try:
             async with asyncio.timeout(policy.timeout_s):
                 result = await self._follow(
-                    target, policy, etag, last_modified, robots, allow_truncation, timings
+                    target,
+                    policy,
+                    etag,
+                    last_modified,
+                    robots,
+                    allow_truncation,
+                    timings,
+                    credentials or None,
                 )
         except TimeoutError as exc:
             raise UpstreamTimeout(
@@ -250,16 +261,20 @@ class Fetcher:
         robots: RobotsChecker | None,
         allow_truncation: bool,
         timings: dict[str, float],
+        credentials: Credentials | None,
     ) -> FetchResult:
         origin_url = target.url
+        origin = (target.scheme, target.host, target.port)
         redirects: list[str] = []
         seen = {target.url}
         started = time.perf_counter()
         while True:
+            if credentials is not None and (target.scheme, target.host, target.port) != origin:
+                credentials = None  # the chain left the caller's origin: never again
             if robots is not None and not await robots.allowed(target.url):
                 raise RobotsDisallowed(f"robots.txt at {target.origin} disallows this URL.")
             try:
-                resp = await self._open(target, policy, etag, last_modified, timings)
+                resp = await self._open(target, policy, etag, last_modified, timings, credentials)
             except Blocked as exc:
                 if not redirects:
                     raise
@@ -319,12 +334,16 @@ class Fetcher:
         etag: str | None,
         last_modified: str | None,
         timings: dict[str, float],
+        credentials: Credentials | None = None,
     ) -> aiohttp.ClientResponse:
-        """Resolve once, vet every answer, send to the first vetted address that connects."""
+        """Resolve once, vet every answer, send to the first vetted address that connects
+        (with the caller's ``credentials``, when given: none of their names is one sift
+        sets here, ``sift.fetch.credentials``)."""
         resolve_started = time.perf_counter()
         vetted = await self.vetted_addresses(target, policy)
         timings["resolve_s"] += time.perf_counter() - resolve_started
-        headers = {"Host": target.netloc}
+        headers = credentials.request_headers() if credentials else {}
+        headers["Host"] = target.netloc
         if etag:
             headers["If-None-Match"] = etag
         if last_modified:

@@ -12,6 +12,7 @@ from typing import Final
 
 import mcp.types as types
 
+from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
 from sift.options import (
     ENGINES,
     FORMATS,
@@ -70,6 +71,23 @@ _WAIT_FOR: Final = {
     "description": "Browser only: CSS selector to wait for before reading the page (for "
     "pages that load their text late), e.g. '#results li'.",
 }
+_HEADERS: Final = {
+    "type": "object",
+    "maxProperties": MAX_HEADERS,
+    "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_BYTES},
+    "description": "For pages behind a login: your own request headers (name to value, e.g. "
+    "Authorization), sent only to the page's origin (scheme, host, port): never after a "
+    "redirect elsewhere, never to robots.txt. Hop-by-hop and sift's own fields (Host, "
+    "Connection, User-Agent, Cookie, ...) are refused. The result is private to you; to read "
+    "on, pass the same headers with offset and digest.",
+}
+_COOKIES: Final = {
+    "type": "object",
+    "maxProperties": MAX_COOKIES,
+    "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_BYTES},
+    "description": "For pages behind a login: cookies (name to value) sent to the page's "
+    "origin only, like headers.",
+}
 
 FETCH_DESCRIPTION: Final = (
     "Fetch a web page and return its content as text (Markdown by default: the main "
@@ -119,6 +137,8 @@ FETCH_TOOL: Final = types.Tool(
             "selector": SELECTOR_FIELD,
             "engine": _ENGINE,
             "wait_for": _WAIT_FOR,
+            "headers": _HEADERS,
+            "cookies": _COOKIES,
         },
         "required": ["url"],
         "additionalProperties": False,

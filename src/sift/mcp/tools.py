@@ -371,6 +371,9 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         parts.append('engine="browser"')
     if args.get("wait_for") is not None:
         parts.append(f"wait_for={json.dumps(args['wait_for'])}")
+    for secret in ("headers", "cookies"):  # private pages: named, never their values
+        if args.get(secret):
+            parts.append(f"{secret}=<the same {secret} as this call>")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"

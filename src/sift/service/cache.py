@@ -32,7 +32,11 @@ CacheState = Literal["hit", "miss", "revalidated"]
 
 
 def page_key_for(
-    normalized_url: str, opts: FetchOptions, policy: FetchPolicy, engine: Engine
+    normalized_url: str,
+    opts: FetchOptions,
+    policy: FetchPolicy,
+    engine: Engine,
+    private: str = "",
 ) -> str:
     """The page entry's key: egress scope (and robots, engine) first, then the URL."""
     # The whole egress scope is part of the key (private access and ranges, ports,
@@ -50,6 +54,11 @@ def page_key_for(
         suffix += "-browser"
         if opts.wait_for:  # hashed: the key's first space must stay the URL's separator
             suffix += "-wait:" + hashlib.sha256(opts.wait_for.encode()).hexdigest()[:16]
+    # A page fetched with a caller's headers or cookies is that caller's alone: ``private``
+    # (``Credentials.tag``: caller and credentials, HMAC'd) keys its entry, renders and
+    # single flight apart from everyone else's and from the same caller's other logins.
+    if private:
+        suffix += "-private:" + private
     return f"{egress_scope(policy)}{suffix} {normalized_url}"
 
 

@@ -17,6 +17,7 @@ Fetches and renders are shared between concurrent callers (``flight.py``).
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -76,6 +77,9 @@ class Service:
         self.render_pool = render_pool
         self._counters = Counters(adb)
         self._flights = Flights()
+        # Keys the private tags of pages fetched with a caller's headers or cookies
+        # (Credentials.tag): drawn per process, so a stored key reveals nothing.
+        self._private_key = secrets.token_bytes(32)
         self._validator = Validator(settings, fetcher)
         self._cache = PageCache(adb, settings.cache.hot_bytes)
         self._responses = ResponseCache(self._cache.hot, settings.cache.hot_bytes // 4, clock)
@@ -204,7 +208,10 @@ class Service:
     ) -> tuple[Snapshot, CacheState, Memo | None]:
         """The snapshot one engine serves for this request (cache, fetch or load, render)."""
         opts = req.opts
-        key = page_key_for(req.target.url, opts, req.policy, engine)
+        private = ""
+        if opts.headers or opts.cookies:  # a private page: this caller's, these values'
+            private = opts.credentials.tag(self._private_key, _identity(req.principal))
+        key = page_key_for(req.target.url, opts, req.policy, engine, private)
         rkey = render_key_for(req.ropts, key)
         now = int(self._clock())
         if opts.digest is not None:
@@ -293,7 +300,8 @@ class Service:
             loaded = await load(opts.url, policy, robots)
             page, new_body = await self._cache.store(page_key, loaded, now)
             return page, loaded.body, "miss", new_body
-        result = await self._upstream.fetch(opts.url, policy, stale, robots)
+        creds = opts.credentials if opts.headers or opts.cookies else None
+        result = await self._upstream.fetch(opts.url, policy, stale, robots, creds)
         if result.not_modified and stale is not None:
             # Shielded, like the store below: a flight cancelled once nobody waits (see
             # _current_snapshot) must not leave the database and the hot cache apart.
@@ -302,8 +310,13 @@ class Service:
                 page, body = revalidated
                 return page, body, "revalidated", False
             # The body was evicted between lookup and revalidation: fetch it whole.
-            result = await self._upstream.fetch_whole(opts.url, policy, robots)
+            result = await self._upstream.fetch_whole(opts.url, policy, robots, creds)
         page, new_body = await asyncio.shield(self._cache.store(page_key, result, now))
         if "html" in result.content_type:
             self.recent_bodies.put(page.digest, result.body)
         return page, result.body, "miss", new_body
+
+
+def _identity(principal: Principal) -> str:
+    """Who a private page belongs to (``Credentials.tag``)."""
+    return f"{principal.caller_class}:{principal.name}"

@@ -17,6 +17,7 @@ from sift.config import ClassSettings, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import BrowserUnavailable, RobotsDisallowed
 from sift.fetch import Fetcher, FetchPolicy, FetchResult, RobotsChecker, egress_scope
+from sift.fetch.credentials import Credentials
 from sift.metrics import Metrics
 from sift.options import Engine, FetchOptions
 from sift.principal import Principal
@@ -150,6 +151,7 @@ class Upstream:
                 class_pages=limits.browser_pages_total,
                 deadline_s=min(limits.timeout_s, limits.browser_timeout_s),
                 wait_for=opts.wait_for,
+                credentials=opts.credentials or None,
             )
             self._count("browser_pages")
             return result
@@ -157,9 +159,16 @@ class Upstream:
         return load
 
     async def fetch(
-        self, url: str, policy: FetchPolicy, stale: PageEntry | None, robots: RobotsChecker | None
+        self,
+        url: str,
+        policy: FetchPolicy,
+        stale: PageEntry | None,
+        robots: RobotsChecker | None,
+        credentials: Credentials | None = None,
     ) -> FetchResult:
-        """Fetch over HTTP, conditionally when the ``stale`` entry has validators."""
+        """Fetch over HTTP, conditionally when the ``stale`` entry has validators, with the
+        caller's ``credentials`` for ``url``'s origin (never for robots.txt: the checker
+        fetches it on its own, without them)."""
         conditional = stale is not None and (stale.etag or stale.last_modified)
         started = time.perf_counter()
         result = await self.fetcher.fetch(
@@ -168,13 +177,18 @@ class Upstream:
             etag=stale.etag if conditional and stale else None,
             last_modified=stale.last_modified if conditional and stale else None,
             robots=robots,
+            credentials=credentials,
         )
         self.metrics.fetch_seconds.observe(time.perf_counter() - started)
         self.metrics.upstream_status.labels(str(result.status)).inc()
         return result
 
     async def fetch_whole(
-        self, url: str, policy: FetchPolicy, robots: RobotsChecker | None
+        self,
+        url: str,
+        policy: FetchPolicy,
+        robots: RobotsChecker | None,
+        credentials: Credentials | None = None,
     ) -> FetchResult:
         """Fetch over HTTP unconditionally (a 304's body was evicted meanwhile)."""
-        return await self.fetcher.fetch(url, policy, robots=robots)
+        return await self.fetcher.fetch(url, policy, robots=robots, credentials=credentials)

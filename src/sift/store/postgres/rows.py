@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sift.errors import BadRequest, NotFound
+from sift.fetch.credentials import CREDENTIAL_OPTIONS
 from sift.store.base import (
     CLASS_FLEET,
     CLASS_RESTRICTED,
@@ -69,12 +70,33 @@ async def target_counts(cur: Cursor, job_id: str) -> dict[str, int]:
 
 
 async def set_status(cur: Cursor, job_id: str, status: JobStatus, error: str, now: int) -> None:
+    """A job that ends loses the caller's headers and cookies (``forget_credentials``)."""
     await cur.execute(
         "UPDATE batch_job SET status = %s, error = %s, lease = %s WHERE id = %s",
         (status, error, now, job_id),
     )
     if cur.rowcount == 0:
         raise NotFound(f"batch job {job_id} not found")
+    if status not in ("queued", "running"):
+        await forget_credentials(cur, job_id)
+
+
+async def forget_credentials(cur: Cursor, job_id: str) -> None:
+    """Remove the caller's headers and cookies from a job that has ended: from every
+    target's options and from a crawl's spec (kept at rest only while the job lives,
+    docs/batch.md). A batch job's spec is empty: NULLIF keeps it out of the cast."""
+    names = list(CREDENTIAL_OPTIONS)
+    await cur.execute(
+        "UPDATE batch_target SET options = (options::jsonb - %s::text[])::text "
+        "WHERE job_id = %s AND options::jsonb ?| %s::text[]",
+        (names, job_id, names),
+    )
+    await cur.execute(
+        "UPDATE batch_job SET spec = jsonb_set(spec::jsonb, '{options}', "
+        "(spec::jsonb -> 'options') - %s::text[])::text "
+        "WHERE id = %s AND (NULLIF(spec, '')::jsonb -> 'options') ?| %s::text[]",
+        (names, job_id, names),
+    )
 
 
 async def touch(cur: Cursor, job_id: str, now: int) -> None:

@@ -178,9 +178,10 @@ class PgBatchStore:
                 (reason, now),
             )
             ids = [str(r[0]) for r in await cur.fetchall()]
-            if targets_status is not None:
-                for job_id in ids:
+            for job_id in ids:
+                if targets_status is not None:
                     await rows.finish_targets(cur, job_id, targets_status, reason, None)
+                await rows.forget_credentials(cur, job_id)
         return len(ids)
 
     async def batch_nbytes(self) -> int:

@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 
 from sift.errors import BadRequest, NotFound
+from sift.fetch.credentials import CREDENTIAL_OPTIONS
 from sift.store.base import (
     CLASS_FLEET,
     CLASS_RESTRICTED,
@@ -143,7 +144,8 @@ class BatchStoreMixin(SqliteHost):
         return [_job(r) for r in rows]
 
     def set_batch_job_status(self, id: str, status: JobStatus, error: str, now: int) -> None:
-        """Set status and error, and the lease to ``now``. NotFound for an unknown id."""
+        """Set status and error, and the lease to ``now``. NotFound for an unknown id. A
+        job that ends loses the caller's headers and cookies (``_forget_credentials``)."""
         check_job_status(status)
         with self._write() as conn:
             cur = conn.execute(
@@ -152,6 +154,8 @@ class BatchStoreMixin(SqliteHost):
             )
             if cur.rowcount == 0:
                 raise NotFound(f"batch job {id} not found")
+            if status not in ("queued", "running"):
+                _forget_credentials(conn, id)
 
     def touch_batch_job(self, id: str, now: int) -> None:
         """Set the lease to ``now`` (rule 1). NotFound for an unknown id."""
@@ -354,9 +358,10 @@ class BatchStoreMixin(SqliteHost):
                 f"WHERE status IN {LIVE_SQL}",
                 (reason, now),
             )
-            if targets_status is not None:
-                for job_id in ids:
+            for job_id in ids:
+                if targets_status is not None:
                     self._finish_targets(conn, job_id, targets_status, reason, None)
+                _forget_credentials(conn, job_id)
         return len(ids)
 
     def batch_nbytes(self) -> int:
@@ -398,3 +403,32 @@ class BatchStoreMixin(SqliteHost):
         conn.executemany("DELETE FROM batch_target WHERE job_id = ?", [(i,) for i in ids])
         conn.executemany("DELETE FROM crawl_seen WHERE job_id = ?", [(i,) for i in ids])
         conn.executemany("DELETE FROM batch_job WHERE id = ?", [(i,) for i in ids])
+
+
+def _json_paths(column: str, prefix: str) -> tuple[str, str]:
+    """``json_remove``'s path list and the test that any of them is in ``column``, for the
+    credential options under ``prefix`` (``$`` for a target's options, ``$.options`` for a
+    crawl's spec). The names are sift's own constants, never input."""
+    paths = [f"'{prefix}.{name}'" for name in CREDENTIAL_OPTIONS]
+    has = " OR ".join(f"json_type({column}, {p}) IS NOT NULL" for p in paths)
+    return ", ".join(paths), has
+
+
+_TARGET_PATHS, _TARGET_HAS = _json_paths("options", "$")
+_SPEC_PATHS, _SPEC_HAS = _json_paths("spec", "$.options")
+
+
+def _forget_credentials(conn: sqlite3.Connection, job_id: str) -> None:
+    """Remove the caller's headers and cookies from a job that has ended: from every
+    target's options and from a crawl's spec. They are kept at rest only while the job
+    lives (docs/batch.md); its results and everything else stay."""
+    conn.execute(
+        f"UPDATE batch_target SET options = json_remove(options, {_TARGET_PATHS}) "
+        f"WHERE job_id = ? AND ({_TARGET_HAS})",
+        (job_id,),
+    )
+    conn.execute(
+        f"UPDATE batch_job SET spec = json_remove(spec, {_SPEC_PATHS}) "
+        f"WHERE id = ? AND CASE WHEN json_valid(spec) THEN ({_SPEC_HAS}) ELSE 0 END",
+        (job_id,),
+    )
