@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from sift.browser.actions import Action, check_for_class, parse_actions
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
 from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
@@ -54,6 +55,7 @@ class FetchOptions:
     robots: bool = True
     engine: Engine = "auto"
     wait_for: str | None = None  # CSS selector the browser waits for (within the deadline)
+    actions: tuple[Action, ...] = ()  # page actions, run in the browser before reading it
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
@@ -163,6 +165,8 @@ def _parse_option(
             problems.append("digest: expected 'sha256:' and 64 lowercase hex digits")
         else:
             out[name] = value
+    elif name == "actions":
+        out[name] = parse_actions(value, from_query, problems, MAX_SELECTOR_CHARS)
     elif name == "timeout_s":
         if from_query and isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -216,4 +220,5 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
             "wait_for: only the browser waits for selectors",
             hint="Drop wait_for, or use engine=browser or auto.",
         )
+    check_for_class(opts.actions, opts.engine, caller_class, limits, timeout_s)
     return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())

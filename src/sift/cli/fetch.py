@@ -10,6 +10,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sift.assembly import own_or_delegate, settings_for
+from sift.cli.actionargs import SYNTAX as ACTION_SYNTAX
+from sift.cli.actionargs import parse_action_flag
 from sift.cli.args import add_server_args, add_settings_args
 from sift.cli.exits import EXIT_UPSTREAM_STATUS
 from sift.datadir import DataDirLock
@@ -47,6 +49,14 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="auto (default): the browser only for JavaScript pages; http; browser",
     )
     p.add_argument("--wait-for", metavar="CSS", help="browser: wait for this selector")
+    p.add_argument(
+        "--action",
+        dest="actions",
+        action="append",
+        type=parse_action_flag,
+        metavar="STEP",
+        help=f"a page action, repeatable, run in order in the browser: {ACTION_SYNTAX}",
+    )
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
     add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)
@@ -65,6 +75,7 @@ def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
         "robots": False if args.no_robots else None,
         "engine": args.engine,
         "wait_for": args.wait_for,
+        "actions": args.actions,
     }
     return {k: v for k, v in options.items() if v is not None}
 

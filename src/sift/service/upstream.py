@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from sift.browser import Browser
+from sift.browser.actions import ActionPlan
 from sift.config import ClassSettings, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import BrowserUnavailable, RobotsDisallowed
@@ -74,10 +75,11 @@ class Upstream:
     # -- the engine -----------------------------------------------------------------------
 
     def engine_for(self, opts: FetchOptions) -> Engine:
-        """The engine tried first: the browser only when asked for, and then it must be
-        there (else ``BrowserUnavailable``)."""
-        engine: Engine = "browser" if opts.engine == "browser" else "http"
-        if opts.engine == "browser" and not self.browser_usable():
+        """The engine tried first: the browser only when asked for (``engine`` browser, or
+        page ``actions``), and then it must be there (else ``BrowserUnavailable``)."""
+        wants = opts.engine == "browser" or bool(opts.actions)
+        engine: Engine = "browser" if wants else "http"
+        if wants and not self.browser_usable():
             raise BrowserUnavailable(self._browser_absent_reason())
         return engine
 
@@ -150,6 +152,7 @@ class Upstream:
                 class_pages=limits.browser_pages_total,
                 deadline_s=min(limits.timeout_s, limits.browser_timeout_s),
                 wait_for=opts.wait_for,
+                actions=ActionPlan(opts.actions, limits.action_timeout_s) if opts.actions else None,
             )
             self._count("browser_pages")
             return result
