@@ -113,6 +113,7 @@ def links_page(canary_port: int) -> str:
 <a id="pop" href="/popped" target="_blank">popup</a>
 <a id="popaway" href="{canary}/popup" target="_blank">popup away</a>
 <a id="dl" href="/file.bin">download</a>
+<a id="private" href="/private">private</a>
 </body></html>"""
 
 
@@ -137,6 +138,8 @@ def _install(up: Upstream, canary_port: int) -> None:
     up.page("/late", LATE)
     up.page("/links", links_page(canary_port))
     up.page("/popped", "<p>popped</p>")
+    up.page("/private", "<p>kept from robots</p>")
+    up.page("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
     up.page("/file.bin", b"\0" * 4096, content_type="application/octet-stream",
             headers={"Content-Disposition": "attachment; filename=file.bin"})  # fmt: skip
 
@@ -312,6 +315,36 @@ async def test_a_step_leading_to_a_refused_name_is_refused(rig: Rig) -> None:
     assert r.json()["final_url"] == f"http://{CANARY_NAME}:{rig.canary.port}/steal"
     assert r.json()["content"] == "the canary answered"
     assert rig.canary.hits["/steal"] == 1
+
+
+async def test_a_step_leading_to_a_page_robots_disallows(rig: Rig) -> None:
+    private = [{"action": "click", "selector": "#private"}]
+    r = await rig.fetch(url=rig.url("/links"), actions=private)
+    assert (r.status_code, r.json()["error"]["code"], r.json()["error"]["message"]) == (
+        403,
+        "robots_disallowed",
+        f"robots.txt disallows {rig.url('/private')}, where the page actions led.",
+    )
+    # A fleet caller that may ignore robots.txt reads it.
+    r = await rig.fetch(FLEET_KEY, url=rig.url("/links"), actions=private, robots=False)
+    assert (r.status_code, r.json()["content"]) == (200, "kept from robots")
+
+
+async def test_a_get_query_carries_actions_as_json(rig: Rig) -> None:
+    params = {
+        "url": rig.url("/feed?t=get"),
+        "selector": "#items",
+        "actions": json.dumps([CLICK_MORE]),
+    }
+    r = await rig.client.get("/v1/fetch", params=params, headers=auth(RESTRICTED_KEY))
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == "- Item 1\n- Item 2\n- Item 3\n- Item 4"
+    params["actions"] = "[{"
+    r = await rig.client.get("/v1/fetch", params=params, headers=auth(RESTRICTED_KEY))
+    assert r.json()["error"]["message"] == (
+        'invalid options: actions: expected a JSON list of steps like [{"action": "click", '
+        '"selector": "#more"}]'
+    )
 
 
 async def test_popups_are_never_opened_and_downloads_refused(rig: Rig) -> None:

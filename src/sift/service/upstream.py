@@ -155,6 +155,13 @@ class Upstream:
                 actions=ActionPlan(opts.actions, limits.action_timeout_s) if opts.actions else None,
             )
             self._count("browser_pages")
+            # A step navigated: the page read must be one robots.txt allows, as every hop of
+            # a plain fetch must (the browser cannot ask before it goes there).
+            moved = opts.actions and result.final_url != url
+            if robots is not None and moved and not await robots.allowed(result.final_url):
+                raise RobotsDisallowed(
+                    f"robots.txt disallows {result.final_url}, where the page actions led."
+                )
             return result
 
         return load
