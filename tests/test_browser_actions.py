@@ -48,6 +48,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 CANARY_NAME = "canary.test"
 STEP_TIMEOUT_S = 1.0  # the restricted class's action_timeout_s here: failures come fast
+PAGE_DEADLINE_S = 6.0  # the restricted class's browser_timeout_s here
 
 FEED = """<!doctype html><html><head><title>Feed</title></head><body>
 <ul id="items"><li>Item 1</li><li>Item 2</li></ul>
@@ -138,6 +139,12 @@ def _install(up: Upstream, canary_port: int) -> None:
     up.page("/late", LATE)
     up.page("/links", links_page(canary_port))
     up.page("/popped", "<p>popped</p>")
+    up.page("/ping", "pong", content_type="text/plain")
+    up.page(
+        "/busy",
+        "<p>A page that polls without end.</p><button id='x'>x</button>"
+        "<script>setInterval(() => fetch('/ping'), 100);</script>",
+    )
     up.page("/private", "<p>kept from robots</p>")
     up.page("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
     up.page("/file.bin", b"\0" * 4096, content_type="application/octet-stream",
@@ -177,6 +184,7 @@ async def rig(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rig]:
             settings.classes.restricted,
             extra_ports=(up.port, canary.port),
             action_timeout_s=STEP_TIMEOUT_S,
+            browser_timeout_s=PAGE_DEADLINE_S,
         )
         settings = dataclasses.replace(
             settings,
@@ -294,6 +302,21 @@ async def test_a_failing_step_is_named(rig: Rig) -> None:
     assert 'Unknown key: "Foo"' in r.json()["error"]["message"]
     # The next request works.
     r = await rig.fetch(url=rig.url("/feed?t=fail"), actions=[CLICK_MORE], selector="#items")
+    assert r.json()["content"] == "- Item 1\n- Item 2\n- Item 3\n- Item 4"
+
+
+async def test_the_page_deadline_bounds_every_step(rig: Rig) -> None:
+    """A page whose network is never quiet: the first click's settling runs up to the
+    deadline, less the time kept for reading, so the second step has none left: a timeout
+    naming that step (no timing is asserted)."""
+    click = {"action": "click", "selector": "#x"}
+    r = await rig.fetch(url=rig.url("/busy"), wait_for="#x", actions=[click, click])
+    assert r.status_code == 504, r.text
+    err = r.json()["error"]
+    assert err["code"] == "browser_timeout"
+    assert err["message"].startswith("actions[1] (click '#x'): ")
+    # The next request works.
+    r = await rig.fetch(url=rig.url("/feed?t=deadline"), actions=[CLICK_MORE], selector="#items")
     assert r.json()["content"] == "- Item 1\n- Item 2\n- Item 3\n- Item 4"
 
 
