@@ -146,10 +146,10 @@ class Browser:
             return result
         except TimeoutError as exc:
             outcome = "browser_timeout"
+            acted = " with its page actions" if actions is not None and actions.steps else ""
             raise BrowserTimeout(
-                f"The page did not finish loading within {deadline_s:g} s"
-                + (f" (wait_for {wait_for!r} never appeared)." if wait_for else "")
-                + (" with its page actions." if actions is not None and actions.steps else ".")
+                f"The page did not finish loading{acted} within {deadline_s:g} s"
+                + (f" (wait_for {wait_for!r} never appeared)." if wait_for else ".")
             ) from exc
         except SiftError as exc:
             outcome = exc.code
