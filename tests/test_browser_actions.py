@@ -42,7 +42,7 @@ from servehelpers import SIFT
 from sift.client import AsyncClient
 from sift.config import BrowserSettings, EgressSettings
 from sift.errors import ActionFailed
-from upstream import Upstream
+from upstream import CanaryListener, Upstream, reserve_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
@@ -106,11 +106,12 @@ document.getElementById("reveal").addEventListener("click", () => setTimeout(() 
 </script></body></html>"""
 
 
-def links_page(canary_port: int) -> str:
+def links_page(canary_port: int, raw_port: int) -> str:
     canary = f"http://{CANARY_NAME}:{canary_port}"
     return f"""<!doctype html><html><head><title>Links</title></head><body>
 <p>A page of links.</p>
 <a id="away" href="{canary}/steal">away</a>
+<a id="away-tls" href="https://{CANARY_NAME}:{raw_port}/steal">away over https</a>
 <a id="pop" href="/popped" target="_blank">popup</a>
 <a id="popaway" href="{canary}/popup" target="_blank">popup away</a>
 <a id="dl" href="/file.bin">download</a>
@@ -124,6 +125,7 @@ class Rig:
     base: str
     up: Upstream
     canary: Upstream
+    raw_canary: CanaryListener  # counts every connection, answers none
 
     def url(self, path: str) -> str:
         return f"http://{PUBLIC_NAME}:{self.up.port}{path}"
@@ -132,12 +134,12 @@ class Rig:
         return await self.client.post("/v1/fetch", json=body, headers=auth(key))
 
 
-def _install(up: Upstream, canary_port: int) -> None:
+def _install(up: Upstream, canary_port: int, raw_port: int) -> None:
     up.page("/feed", FEED)
     up.page("/search", SEARCH)
     up.page("/infinite", INFINITE)
     up.page("/late", LATE)
-    up.page("/links", links_page(canary_port))
+    up.page("/links", links_page(canary_port, raw_port))
     up.page("/popped", "<p>popped</p>")
     up.page("/ping", "pong", content_type="text/plain")
     up.page(
@@ -175,14 +177,19 @@ async def rig(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rig]:
     """One app, one upstream (pub.test) and one canary (canary.test → 127.0.0.1, which the
     restricted class may not reach; its port is allowed, so only the address rule stops it)."""
     require_browser()
-    async with Upstream(host=PUBLIC_HOST) as up, Upstream(host="127.0.0.1") as canary:
-        _install(up, canary.port)
+    async with (
+        Upstream(host=PUBLIC_HOST) as up,
+        Upstream(host="127.0.0.1") as canary,
+    ):
+        raw_port, socks = reserve_port(["127.0.0.1"])
+        raw = CanaryListener(socks.values())
+        _install(up, canary.port, raw_port)
         canary.page("/steal", "<p>the canary answered</p>")
         canary.page("/popup", "<p>the canary answered a popup</p>")
         settings = make_settings(tmp_path_factory.mktemp("actions"), upstream_port=up.port)
         restricted = dataclasses.replace(
             settings.classes.restricted,
-            extra_ports=(up.port, canary.port),
+            extra_ports=(up.port, canary.port, raw_port),
             action_timeout_s=STEP_TIMEOUT_S,
             browser_timeout_s=PAGE_DEADLINE_S,
         )
@@ -197,11 +204,12 @@ async def rig(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Rig]:
                 ),
             ),
         )
-        async with (
-            running_app(settings) as base,
-            httpx.AsyncClient(base_url=base, timeout=60) as client,
-        ):
-            yield Rig(client, base, up, canary)
+        with raw:
+            async with (
+                running_app(settings) as base,
+                httpx.AsyncClient(base_url=base, timeout=60) as client,
+            ):
+                yield Rig(client, base, up, canary, raw)
 
 
 def steps_of(env: dict[str, Any]) -> list[dict[str, Any]]:
@@ -332,7 +340,16 @@ async def test_a_step_leading_to_a_refused_name_is_refused(rig: Rig) -> None:
         "actions[0] (click '#away'): The host name 'canary.test' does not resolve to an "
         "address this caller may reach."
     )
-    assert (rig.canary.requests, rig.canary.peers) == ([], set())
+    # Over https the refusal is of a tunnel, and the page lands on Chromium's error page.
+    r = await rig.fetch(
+        url=rig.url("/links"), actions=[{"action": "click", "selector": "#away-tls"}]
+    )
+    assert (r.status_code, r.json()["error"]["message"]) == (
+        502,
+        "actions[0] (click '#away-tls'): The host name 'canary.test' does not resolve to an "
+        "address this caller may reach.",
+    )
+    assert (rig.canary.requests, rig.raw_canary.accepted()) == ([], 0)
     # The control: a fleet caller, allowed loopback, follows the same link to the canary.
     r = await rig.fetch(FLEET_KEY, url=rig.url("/links"), actions=away, robots=False)
     assert r.status_code == 200, r.text

@@ -341,8 +341,10 @@ class Browser:
             if _refused(proxy, where):
                 raise _refusal(proxy, where)
             if where.startswith("chrome-error:"):  # a navigation that did not load
-                if proxy.stats.refusals:
-                    raise Blocked(BLOCKED_MESSAGE)
+                refusals = list(proxy.stats.refusals.values())
+                if refusals:  # https: a refused tunnel; the latest refusal is the step's
+                    last = refusals[-1]
+                    raise Blocked(BLOCKED_MESSAGE) if isinstance(last, Blocked) else last
                 raise BrowserFailed("The page it led to could not be loaded.")
 
         return await run_actions(page, plan, until=until, settle=settle, check=check)
