@@ -47,6 +47,14 @@ PAGES = {
     ),
     "/plain": ("A plain text body.\n", "text/plain"),
     "/xss": (XSS, "text/html; charset=utf-8"),
+    "/more": (
+        "<html><head><title>More</title></head><body><article><h1>List</h1>"
+        "<p id='first'>The first paragraph of a page that shows more on request.</p>"
+        "<button id='more' onclick=\"document.getElementById('first').insertAdjacentHTML("
+        "'afterend', '<p>A second paragraph the button added.</p>')\">More</button>"
+        "</article></body></html>",
+        "text/html; charset=utf-8",
+    ),
 }
 HANG = frozenset({"/hang/1", "/hang/2", "/hang/3"})
 
@@ -150,6 +158,31 @@ def test_sign_in_try_a_url_and_read_on(
         else:
             assert authorization == f"Bearer {served.fleet_key}", req_url
     assert served.fleet_key not in page.url
+
+
+def test_try_with_page_actions(fleet: tuple[Any, Watch], upstream: SyncUpstream) -> None:
+    page, _ = fleet
+    page.fill("#try-url", upstream.base_url + "/more")
+    page.click("#page-try summary")
+    page.fill("#try-actions", "[{nope")  # refused in the page: nothing is sent
+    page.click("#try-go")
+    page.locator("#try-error").wait_for()
+    assert page.locator("#try-error").inner_text().startswith("error: Page actions are not valid")
+    page.fill("#try-actions", '[{"action": "hover"}]')  # refused by the server, step named
+    page.click("#try-go")
+    page.locator("#try-error .code").wait_for()
+    assert (
+        page.locator("#try-error")
+        .inner_text()
+        .startswith("invalid_request: invalid options: actions[0]: action: expected one of click, ")
+    )
+    page.fill("#try-actions", '[{"action": "click", "selector": "#more"}]')
+    page.click("#try-go")
+    page.locator("#try-result [data-field='Actions']").wait_for()
+    assert field_text(page, "#try-result", "Engine") == "browser"
+    assert re.fullmatch(r"click: done, \d+ ms", field_text(page, "#try-result", "Actions"))
+    assert "A second paragraph the button added." in page.locator("#try-raw").text_content()
+    assert upstream.hits["/more"] == 1  # the two refusals never reached it
 
 
 def test_an_error_shows_code_message_and_hint(
@@ -575,6 +608,8 @@ def test_every_control_is_labelled_and_keyboard_reachable(
     page.fill("#try-max", "1000")
     page.click("#try-go")
     page.locator("#try-rendered h1").wait_for()
+    for summary in page.locator("#page-try summary").all():
+        summary.click()  # open the page actions, so their field is checked too
     _check_page(page, "try")
     job_id = submit_job(page, [upstream.base_url + "/plain"])
     page.locator("#job-status .badge.done").wait_for()

@@ -29,6 +29,7 @@ code (a test keeps the two in step).
     │   │   └── RenderQueueTimeout (503 render_queue_timeout) dropped, still queued, at the deadline
     │   └── RateLimited        (429 rate_limited)
     ├── BrowserUnavailable     (503 browser_unavailable)  no Chromium / Playwright here
+    ├── ActionFailed           (422 action_failed)     a page action failed (names the step)
     ├── RenderUnavailable      (503 render_unavailable)  render workers cannot start
     ├── RenderFailed           (502 render_failed)     the page exceeds the render limits
     │   └── RenderTimeout      (504 render_timeout)
@@ -366,6 +367,20 @@ class BrowserUnavailable(SiftError):
     code = "browser_unavailable"
     status = 503
     default_hint = BROWSER_INSTALL_HINT
+
+
+class ActionFailed(SiftError):
+    """A page action (``actions``) could not be done on the loaded page: its element never
+    appeared or could not be clicked or typed into within the step's time, or the step was
+    refused by the page. The message names the step (``actions[2] (click '#more'): …``)."""
+
+    code = "action_failed"
+    status = 422
+    default_hint = (
+        "Check the step's selector against what the browser built (fetch the page with "
+        "engine=browser and format=html), wait for the element first with a wait_for step, "
+        "or drop the step. Each step may wait up to the class's action_timeout_s."
+    )
 
 
 class BrowserFailed(UpstreamError):

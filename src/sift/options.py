@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from sift.browser.actions import Action, check_for_class, parse_actions
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
 from sift.fetch.credentials import Credentials, Pairs, check_total, parse_cookies, parse_headers
@@ -59,6 +60,7 @@ class FetchOptions:
     # never in a repr; see sift.fetch.credentials and docs/fetching.md).
     headers: Pairs = dataclasses.field(default=(), repr=False)
     cookies: Pairs = dataclasses.field(default=(), repr=False)
+    actions: tuple[Action, ...] = ()  # page actions, run in the browser before reading it
 
     @property
     def credentials(self) -> Credentials:
@@ -182,6 +184,8 @@ def _parse_option(
             problems.append("digest: expected 'sha256:' and 64 lowercase hex digits")
         else:
             out[name] = value
+    elif name == "actions":
+        out[name] = parse_actions(value, from_query, problems, MAX_SELECTOR_CHARS)
     elif name == "timeout_s":
         if from_query and isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -241,4 +245,5 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
             "wait_for: only the browser waits for selectors",
             hint="Drop wait_for, or use engine=browser or auto.",
         )
+    check_for_class(opts.actions, opts.engine, caller_class, limits, timeout_s)
     return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())

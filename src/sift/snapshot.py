@@ -8,6 +8,7 @@ in-process caches keep it without invalidation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sift.jsonio import dumps, loads
 from sift.render import Rendered, RenderOptions, render
@@ -29,6 +30,8 @@ class Snapshot:
     # Seconds after fetched_at the upstream asked to wait (429/503 with Retry-After only).
     # Taken from the page entry, never stored in the render cache.
     retry_after: int | None = None
+    # The page actions' outcomes, for a browser load with actions (from the page entry).
+    actions: list[dict[str, Any]] | None = None
 
     def to_payload(self) -> bytes:
         meta = {
@@ -39,6 +42,8 @@ class Snapshot:
             "fetched_at": self.fetched_at,
             "digest": self.digest,
         }
+        if self.actions is not None:
+            meta["actions"] = self.actions
         return dumps(meta) + b"\n" + self.rendered.to_json()
 
     @classmethod

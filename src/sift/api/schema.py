@@ -14,6 +14,14 @@ from sift.fetch.credentials import (
     MAX_TOTAL_BYTES,
     MAX_VALUE_BYTES,
 )
+from sift.browser.actions import (
+    MAX_ACTION_TEXT_CHARS,
+    MAX_KEY_CHARS,
+    MAX_SCROLL_PIXELS,
+    MAX_WAIT_MS,
+    ActionKind,
+)
+from sift.config import MAX_ACTION_STEPS
 from sift.options import (
     MAX_EXCLUDES,
     MAX_INT,
@@ -44,6 +52,44 @@ HeaderValue = Annotated[str, Field(max_length=MAX_VALUE_BYTES, pattern=r"^[\t\x2
 CookieValue = Annotated[str, Field(max_length=MAX_VALUE_BYTES)]
 # Options a query string never carries (GET /v1/fetch refuses them: URLs end up in logs).
 BODY_ONLY_OPTIONS: Final = ("headers", "cookies")
+
+
+class PageAction(BaseModel):
+    """One page action (docs/browser.md#page-actions): only the fields of its kind."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: ActionKind = Field(
+        description="click (selector), type (selector, text), press (key; selector: focus it "
+        "first), scroll (to, or pixels), wait (ms), wait_for (selector)."
+    )
+    selector: Selector | None = Field(None, description="click, type, wait_for; press: optional.")
+    text: str | None = Field(
+        None, max_length=MAX_ACTION_TEXT_CHARS, description="type: the text to enter."
+    )
+    key: str | None = Field(
+        None,
+        max_length=MAX_KEY_CHARS,
+        description="press: a key name (Enter, ArrowDown, a, Control+A).",
+    )
+    to: Literal["bottom", "top"] | None = Field(None, description="scroll: to the bottom or top.")
+    pixels: int | None = Field(
+        None,
+        ge=-MAX_SCROLL_PIXELS,
+        le=MAX_SCROLL_PIXELS,
+        description="scroll: by this many pixels (negative: up).",
+    )
+    ms: int | None = Field(None, ge=1, le=MAX_WAIT_MS, description="wait: milliseconds.")
+
+
+class ActionOutcome(BaseModel):
+    """How one page action went (a failing step is an error, not an outcome)."""
+
+    step: int
+    action: str
+    ok: bool
+    ms: int = Field(description="The step's time, the page settling after it included.")
+    downloads_refused: int | None = Field(None, description="Downloads it started, cancelled.")
 
 
 class FetchRequest(BaseModel):
@@ -110,6 +156,12 @@ class FetchRequest(BaseModel):
         description="Your own cookies (name → value), sent as a Cookie header to the requested "
         "URL's origin only, like headers. POST only.",
     )
+    actions: list[PageAction] = Field(
+        default_factory=list,
+        max_length=MAX_ACTION_STEPS,
+        description="Page actions run in order in the browser before the page is read (the "
+        "browser engine implied; at most the class's max_actions). In a GET query: JSON text.",
+    )
 
 
 class Link(BaseModel):
@@ -153,6 +205,9 @@ class FetchEnvelope(BaseModel):
         None,
         description="Only for an upstream 429/503 with Retry-After: seconds after fetched_at "
         "it asked clients to wait.",
+    )
+    actions: list[ActionOutcome] | None = Field(
+        None, description="With actions: each step's outcome, in order."
     )
     warnings: list[str]
 
@@ -255,18 +310,25 @@ def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
 def fetch_request_body() -> dict[str, Any]:
     return {
         "required": True,
-        "content": {"application/json": {"schema": FetchRequest.model_json_schema()}},
+        "content": {"application/json": {"schema": inline_defs(FetchRequest.model_json_schema())}},
     }
 
 
 def fetch_query_parameters() -> list[dict[str, Any]]:
     """``GET /v1/fetch`` takes the same options as query parameters."""
-    schema = FetchRequest.model_json_schema()
+    schema = inline_defs(FetchRequest.model_json_schema())
     params = []
     for name, prop in schema["properties"].items():
         if name in BODY_ONLY_OPTIONS:
             continue
         prop = {k: v for k, v in prop.items() if k not in ("title", "default")}
+        if name == "actions":  # a list of objects: JSON text in the query
+            description = prop.pop("description", "")
+            content = {"application/json": {"schema": prop}}
+            params.append(
+                {"name": name, "in": "query", "content": content, "description": description}
+            )
+            continue
         params.append(
             {
                 "name": name,

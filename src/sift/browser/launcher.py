@@ -84,6 +84,9 @@ def chromium_flags(
         "--disable-breakpad",
         "--deny-permission-prompts",
         "--disable-notifications",
+        # No page opens another: a popup (a target=_blank link a page action clicks, a
+        # form posting to a new window, window.open) is never created, so it sends nothing.
+        "--block-new-web-contents",
         f"--disable-features={','.join(_DISABLED_FEATURES)}",
         # A shared worker runs outside its page's target, out of reach of the page's
         # request guard (writes.py); pages do not need one to show their text.

@@ -4,9 +4,9 @@ Per page: check the caller's URL exactly as a plain fetch does → wait for an o
 a fresh browser context (no cookies, storage or cache shared with any other page) whose proxy
 is a new ``GuardProxy`` carrying the caller's policy and the page's budgets → navigate and
 wait for ``domcontentloaded`` → wait for ``wait_for`` or for the network to go quiet →
-serialize the DOM in the page, refusing it past ``max_dom_bytes`` → close the context and
-the proxy. Through a proxy Chromium's ``load`` event sometimes never fires (measured), so
-it is not waited for.
+run the caller's page actions, if any (``actions.py``) → serialize the DOM in the page,
+refusing it past ``max_dom_bytes`` → close the context and the proxy. Through a proxy
+Chromium's ``load`` event sometimes never fires (measured), so it is not waited for.
 
 While it loads, the page's renderer process is watched (``watchdog.py``: its whole memory
 and CPU time against the page budget, killed past either) and, for a restricted caller, its
@@ -16,8 +16,8 @@ The result is a ``FetchResult`` whose body is the HTML the browser built, so the
 caches and renders it like any fetched page. Errors: ``Blocked`` (the URL, a redirect or
 a navigation was refused), ``BrowserTimeout``, ``BrowserFailed`` (the tab crashed, e.g.
 over its heap; or the browser died), its ``BrowserMemoryExceeded`` and ``BrowserCpuExceeded``
-(the watchdog stopped the page), ``TooLarge`` (a budget was spent), and
-``BrowserUnavailable`` from the launcher.
+(the watchdog stopped the page), ``TooLarge`` (a budget was spent), ``ActionFailed`` (a
+page action could not be done), and ``BrowserUnavailable`` from the launcher.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from sift.browser.credentials import CredentialGate
+from sift.browser.actions import ActionPlan, run_actions
 from sift.browser.launcher import Launcher
 from sift.browser.limits import PageLimits, PageSlots
 from sift.browser.proxy import GuardProxy, ProxyLimits
@@ -125,9 +126,11 @@ class Browser:
         caller_class: str = "",
         class_pages: int = 0,
         credentials: Credentials | None = None,
+        actions: ActionPlan | None = None,
     ) -> FetchResult:
-        """Load ``url`` for a caller under ``policy``; see the module docstring.
-        ``credentials`` go only to requests for ``url``'s origin (``credentials.py``)."""
+        """Load ``url`` for a caller under ``policy``, running ``actions`` on it before it is
+        read; see the module docstring. ``credentials`` go only to requests for ``url``'s
+        origin (``credentials.py``)."""
         target = self.fetcher.check_url(url, policy)  # the caller's URL: same rules as HTTP
         started = time.monotonic()
         outcome = "error"
@@ -143,13 +146,15 @@ class Browser:
                         started + deadline_s,
                         restricted=caller_class == "restricted",
                         credentials=credentials or None,
+                        actions=actions,
                     )
             outcome = "ok"
             return result
         except TimeoutError as exc:
             outcome = "browser_timeout"
+            acted = " with its page actions" if actions is not None and actions.steps else ""
             raise BrowserTimeout(
-                f"The page did not finish loading within {deadline_s:g} s"
+                f"The page did not finish loading{acted} within {deadline_s:g} s"
                 + (f" (wait_for {wait_for!r} never appeared)." if wait_for else ".")
             ) from exc
         except SiftError as exc:
@@ -170,6 +175,7 @@ class Browser:
         *,
         restricted: bool,
         credentials: Credentials | None = None,
+        actions: ActionPlan | None = None,
     ) -> FetchResult:
         limits = self.limits
         proxy = GuardProxy(
@@ -200,7 +206,9 @@ class Browser:
             if credentials:  # the caller's headers and cookies, for url's origin only
                 gate = self.last_gate = CredentialGate(page, url, credentials)
                 await gate.start(ctx)
-            return await self._race(browser, page, proxy, url, wait_for, deadline_at, watch)
+            return await self._race(
+                browser, page, proxy, url, wait_for, deadline_at, watch, actions
+            )
         finally:
             refused = proxy.stats.refused + (len(writes.refused) if writes else 0)
             if self.metrics is not None and refused:
@@ -240,11 +248,14 @@ class Browser:
         wait_for: str | None,
         deadline_at: float,
         watch: PageWatch | None,
+        actions: ActionPlan | None = None,
     ) -> FetchResult:
         """Run the navigation, ended early by a spent budget, the watchdog or a crash."""
         crashed = asyncio.Event()
         page.on("crash", lambda _: crashed.set())
-        work = asyncio.ensure_future(self._navigate(page, proxy, url, wait_for, deadline_at))
+        work = asyncio.ensure_future(
+            self._navigate(page, proxy, url, wait_for, deadline_at, actions)
+        )
         spent = asyncio.ensure_future(proxy.spent.wait())
         crash = asyncio.ensure_future(crashed.wait())
         tasks: list[asyncio.Future[Any]] = [work, spent, crash]
@@ -280,7 +291,13 @@ class Browser:
             raise self._translate(exc, browser, proxy, url) from exc
 
     async def _navigate(
-        self, page: Page, proxy: GuardProxy, url: str, wait_for: str | None, deadline_at: float
+        self,
+        page: Page,
+        proxy: GuardProxy,
+        url: str,
+        wait_for: str | None,
+        deadline_at: float,
+        actions: ActionPlan | None = None,
     ) -> FetchResult:
         resp = await page.goto(url, wait_until="domcontentloaded", timeout=0)
         if resp is not None and resp.headers.get("x-sift-error"):
@@ -289,6 +306,9 @@ class Browser:
             await page.wait_for_selector(wait_for, state="attached", timeout=0)
         else:
             await _network_quiet(proxy, self.limits.network_quiet_s, time.monotonic(), deadline_at)
+        outcomes: tuple[dict[str, Any], ...] = ()
+        if actions is not None and actions.steps:
+            outcomes = await self._act(page, proxy, actions, deadline_at)
         final_url = page.url
         if _refused(proxy, final_url):  # a meta refresh or script navigated to a refused URL
             raise _refusal(proxy, final_url)
@@ -313,7 +333,34 @@ class Browser:
             not_modified=False,
             etag=None,
             last_modified=None,
+            actions=outcomes,
         )
+
+    async def _act(
+        self, page: Page, proxy: GuardProxy, plan: ActionPlan, deadline_at: float
+    ) -> tuple[dict[str, Any], ...]:
+        """Run the caller's page actions (``actions.py``) on the loaded page. Between steps
+        the page settles as after loading (its network quiet, a navigation loaded); a step
+        that led to a URL the guard refused ends the load with that refusal."""
+        until = deadline_at - min(EXTRACT_RESERVE_S, (deadline_at - time.monotonic()) / 4)
+
+        async def settle() -> None:
+            quiet_s = self.limits.network_quiet_s
+            await _network_quiet(proxy, quiet_s, time.monotonic(), deadline_at)
+            await page.wait_for_load_state("domcontentloaded", timeout=0)
+
+        def check() -> None:
+            where = page.url
+            if _refused(proxy, where):
+                raise _refusal(proxy, where)
+            if where.startswith("chrome-error:"):  # a navigation that did not load
+                refusals = list(proxy.stats.refusals.values())
+                if refusals:  # https: a refused tunnel; the latest refusal is the step's
+                    last = refusals[-1]
+                    raise Blocked(BLOCKED_MESSAGE) if isinstance(last, Blocked) else last
+                raise BrowserFailed("The page it led to could not be loaded.")
+
+        return await run_actions(page, plan, until=until, settle=settle, check=check)
 
     def _stopped(self, stop: Stop) -> SiftError:
         """The error for a page the watchdog stopped."""

@@ -10,6 +10,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from sift.assembly import own_or_delegate, settings_for
+from sift.cli.actionargs import SYNTAX as ACTION_SYNTAX
+from sift.cli.actionargs import parse_action_flag
 from sift.cli.args import add_server_args, add_settings_args
 from sift.cli.exits import EXIT_UPSTREAM_STATUS, EXIT_USAGE
 from sift.datadir import DataDirLock
@@ -61,6 +63,14 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="NAME=VALUE",
         help="send this cookie to the URL's origin only (repeatable)",
     )
+    p.add_argument(
+        "--action",
+        dest="actions",
+        action="append",
+        type=parse_action_flag,
+        metavar="STEP",
+        help=f"a page action, repeatable, run in order in the browser: {ACTION_SYNTAX}",
+    )
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
     add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)
@@ -80,6 +90,7 @@ def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
         "engine": args.engine,
         "wait_for": args.wait_for,
         **_credentials(args.header or [], args.cookie or []),
+        "actions": args.actions,
     }
     return {k: v for k, v in options.items() if v is not None}
 

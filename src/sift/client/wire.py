@@ -45,6 +45,7 @@ class Envelope:
     links: list[dict[str, str]] | None = None
     page_type: str | None = None  # HTML with main_content: article, forum, product …
     metadata: dict[str, Any] = field(default_factory=dict)  # description, author, dates …
+    actions: list[dict[str, Any]] | None = None  # with actions=[…]: each step's outcome
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

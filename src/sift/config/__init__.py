@@ -18,7 +18,13 @@ from sift.config.batch import BatchSettings
 from sift.config.browser import BrowserSettings
 from sift.config.cache import CacheSettings
 from sift.config.callers import RESERVED_CALLER, Caller
-from sift.config.classes import CALLER_CLASSES, CallerClass, ClassesSettings, ClassSettings
+from sift.config.classes import (
+    CALLER_CLASSES,
+    MAX_ACTION_STEPS,
+    CallerClass,
+    ClassesSettings,
+    ClassSettings,
+)
 from sift.config.egress import EgressSettings
 from sift.config.listener import ListenerSettings
 from sift.config.loader import CONFIG_ENV, DEFAULT_CONFIG_FILE, config_path, load_settings
@@ -31,6 +37,7 @@ __all__ = [
     "CALLER_CLASSES",
     "CONFIG_ENV",
     "DEFAULT_CONFIG_FILE",
+    "MAX_ACTION_STEPS",
     "RESERVED_CALLER",
     "BatchSettings",
     "BrowserSettings",

@@ -10,6 +10,8 @@ from sift.errors import ConfigError
 
 CallerClass = Literal["fleet", "restricted"]
 CALLER_CLASSES: tuple[CallerClass, ...] = ("fleet", "restricted")
+# The most page actions any class may allow per request (docs/browser.md#page-actions).
+MAX_ACTION_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,20 @@ class ClassSettings:
             "Deadline for one browser page: load, waiting and extraction (also within timeout_s)."
         ),
     )
+    max_actions: int = field(
+        default=10,
+        metadata=doc(
+            "Page actions (click, type, press, scroll, wait, wait_for) one browser request "
+            "may run, at most 100; 0: this class may not use actions."
+        ),
+    )
+    action_timeout_s: float = field(
+        default=5.0,
+        metadata=doc(
+            "Longest one page action may wait (for its element, or a wait step); every "
+            "step also ends within the page's deadline (browser_timeout_s)."
+        ),
+    )
     render_timeout_s: float = field(
         default=10.0,
         metadata=doc(
@@ -128,6 +144,8 @@ def _fleet_defaults() -> ClassSettings:
         browser_pages=4,
         browser_pages_total=4,
         browser_timeout_s=30.0,
+        max_actions=50,
+        action_timeout_s=10.0,
         render_timeout_s=30.0,
         render_max_bytes=32 << 20,
     )
@@ -179,11 +197,16 @@ def check_classes(classes: ClassesSettings, where: str) -> None:
 
 
 def check_class_browsers(classes: ClassesSettings, where: str) -> None:
-    """Each class's browser page counts and deadline (checked after the listener's rules)."""
+    """Each class's browser page counts, deadline and page actions (checked after the
+    listener's rules)."""
     for cls_name in CALLER_CLASSES:
         check_positive(
             classes.get(cls_name),
-            ("browser_pages", "browser_pages_total", "browser_timeout_s"),
+            ("browser_pages", "browser_pages_total", "browser_timeout_s", "action_timeout_s"),
             where,
             f"classes.{cls_name}.",
         )
+        if not 0 <= classes.get(cls_name).max_actions <= MAX_ACTION_STEPS:
+            raise ConfigError(
+                f"{where}: classes.{cls_name}.max_actions: must be between 0 and {MAX_ACTION_STEPS}"
+            )

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urljoin
 
 import aiohttp
@@ -76,6 +76,8 @@ class FetchResult:
     etag: str | None
     last_modified: str | None
     truncated: bool = False
+    # Browser loads with page actions: each step's outcome (sift.browser.actions).
+    actions: tuple[dict[str, Any], ...] = ()
 
 
 class Fetcher:

@@ -13,6 +13,14 @@ from typing import Final
 import mcp.types as types
 
 from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
+from sift.browser.actions import (
+    ACTION_KINDS,
+    MAX_ACTION_TEXT_CHARS,
+    MAX_KEY_CHARS,
+    MAX_SCROLL_PIXELS,
+    MAX_WAIT_MS,
+)
+from sift.config import MAX_ACTION_STEPS
 from sift.options import (
     ENGINES,
     FORMATS,
@@ -88,6 +96,35 @@ _COOKIES: Final = {
     "description": "For pages behind a login: cookies (name to value) sent to the page's "
     "origin only, like headers.",
 }
+_ACTIONS: Final = {
+    "type": "array",
+    "maxItems": MAX_ACTION_STEPS,
+    "items": {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "enum": list(ACTION_KINDS)},
+            "selector": {"type": "string", "minLength": 1, "maxLength": MAX_SELECTOR_CHARS},
+            "text": {"type": "string", "maxLength": MAX_ACTION_TEXT_CHARS},
+            "key": {"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS},
+            "to": {"type": "string", "enum": ["bottom", "top"]},
+            "pixels": {
+                "type": "integer",
+                "minimum": -MAX_SCROLL_PIXELS,
+                "maximum": MAX_SCROLL_PIXELS,
+            },
+            "ms": {"type": "integer", "minimum": 1, "maximum": MAX_WAIT_MS},
+        },
+        "required": ["action"],
+        "additionalProperties": False,
+    },
+    "description": "Browser: steps done on the page, in order, before it is read (the "
+    "browser engine is implied). Each step is one object: "
+    '{"action": "click", "selector": "#more"}; {"action": "type", "selector": "#q", '
+    '"text": "solar"}; {"action": "press", "key": "Enter"}; {"action": "scroll", "to": '
+    '"bottom"} or {"action": "scroll", "pixels": 800}; {"action": "wait", "ms": 500}; '
+    '{"action": "wait_for", "selector": "#results li"}. A step that cannot be done fails '
+    "the call, naming the step (action_failed). Your class allows a limited number of steps.",
+}
 
 FETCH_DESCRIPTION: Final = (
     "Fetch a web page and return its content as text (Markdown by default: the main "
@@ -139,6 +176,7 @@ FETCH_TOOL: Final = types.Tool(
             "wait_for": _WAIT_FOR,
             "headers": _HEADERS,
             "cookies": _COOKIES,
+            "actions": _ACTIONS,
         },
         "required": ["url"],
         "additionalProperties": False,

@@ -329,6 +329,8 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         f"bytes: {start}-{end} of {envelope['total_bytes']} | "
         f"truncated: {'yes' if truncated else 'no'}",
     ]
+    if envelope.get("actions"):
+        lines.append("actions: " + ", ".join(_step_note(o) for o in envelope["actions"]))
     if truncated:
         call = _read_on_call(envelope, args)
         lines.append(f"to read on, call {call}")
@@ -337,6 +339,13 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     if envelope.get("warnings"):
         lines.append(f"warnings: {', '.join(envelope['warnings'])}")
     return "\n".join(lines)
+
+
+def _step_note(outcome: Mapping[str, Any]) -> str:
+    """``click ok``, or ``click ok (1 download refused)``, for the footer's actions line."""
+    note = f"{outcome['action']} ok"
+    refused = outcome.get("downloads_refused")
+    return note + (f" ({refused} download{'s' * (refused > 1)} refused)" if refused else "")
 
 
 def _page_line(envelope: Mapping[str, Any]) -> list[str]:
@@ -374,6 +383,8 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     for secret in ("headers", "cookies"):  # private pages: named, never their values
         if args.get(secret):
             parts.append(f"{secret}=<the same {secret} as this call>")
+    if args.get("actions"):  # the page key includes them: the same steps read the same page
+        parts.append(f"actions={json.dumps(args['actions'], ensure_ascii=False)}")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"

@@ -19,6 +19,7 @@ from dataclasses import replace
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, NamedTuple
 
+from sift.browser.actions import actions_key
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.fetch import FetchPolicy, FetchResult, egress_scope
 from sift.jsonio import dumps
@@ -48,12 +49,15 @@ def page_key_for(
     # resolved addresses, and pages per policy cost little (bodies are shared, by
     # digest). Continuations (digest) and batch targets use the same key.
     # So is the engine: an HTTP body is never served for a browser request or the
-    # reverse (and wait_for changes what the browser reads).
+    # reverse (and wait_for changes what the browser reads; so do page actions, keyed by
+    # the digest of their canonical serialization).
     suffix = "" if opts.robots else "-norobots"
     if engine == "browser":
         suffix += "-browser"
         if opts.wait_for:  # hashed: the key's first space must stay the URL's separator
             suffix += "-wait:" + hashlib.sha256(opts.wait_for.encode()).hexdigest()[:16]
+        if opts.actions:
+            suffix += "-actions:" + actions_key(opts.actions)
     # A page fetched with a caller's headers or cookies is that caller's alone: ``private``
     # (``Credentials.tag``: caller and credentials, HMAC'd) keys its entry, renders and
     # single flight apart from everyone else's and from the same caller's other logins.
@@ -196,7 +200,8 @@ class ResponseCache:
 
 def _headers_json(result: FetchResult, now: int) -> str:
     """What a page entry keeps of the response beyond its columns."""
-    return dumps({"charset": result.charset, **_retry_after(result, now)}).decode()
+    actions = {"actions": list(result.actions)} if result.actions else {}
+    return dumps({"charset": result.charset, **_retry_after(result, now), **actions}).decode()
 
 
 def _retry_after(result: FetchResult, now: int) -> dict[str, int]:

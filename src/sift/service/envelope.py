@@ -57,6 +57,8 @@ def envelope(
             extra_warnings.append("links_truncated")
     if snap.retry_after is not None:
         env["retry_after"] = snap.retry_after
+    if opts.actions and snap.actions is not None:
+        env["actions"] = snap.actions
     warnings = snap.rendered.warnings
     if engine == "browser":  # the browser ran the scripts: the shell warning is moot
         warnings = [w for w in warnings if w != "js_required_suspected"]

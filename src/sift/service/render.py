@@ -17,6 +17,7 @@ worker is killed.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from sift.dcache import PageEntry
 from sift.errors import RenderFailed, SnapshotGone
@@ -82,6 +83,9 @@ class Renderer:
             retry_after = loads(page.headers_json or "{}").get("retry_after")
             if retry_after != snap.retry_after:
                 snap = replace(snap, retry_after=retry_after)
+        actions = _actions(page)
+        if actions != snap.actions:  # this load's steps (a render may be an older load's)
+            snap = replace(snap, actions=actions)
         return snap
 
     async def snapshot_at(
@@ -148,6 +152,15 @@ class Renderer:
             digest=page.digest,
             rendered=rendered,
             content_bytes=rendered.content.encode(),
+            actions=_actions(page),
         )
         await self._cache.store_render(render_key, snap, now)
         return snap
+
+
+def _actions(page: PageEntry) -> list[dict[str, Any]] | None:
+    """The page actions' outcomes a browser load with actions kept in its page entry."""
+    if '"actions"' not in (page.headers_json or ""):  # most pages: no parse on the hot path
+        return None
+    actions: list[dict[str, Any]] | None = loads(page.headers_json or "{}").get("actions")
+    return actions

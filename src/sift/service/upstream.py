@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from sift.browser import Browser
+from sift.browser.actions import ActionPlan
 from sift.config import ClassSettings, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import BrowserUnavailable, RobotsDisallowed
@@ -75,10 +76,11 @@ class Upstream:
     # -- the engine -----------------------------------------------------------------------
 
     def engine_for(self, opts: FetchOptions) -> Engine:
-        """The engine tried first: the browser only when asked for, and then it must be
-        there (else ``BrowserUnavailable``)."""
-        engine: Engine = "browser" if opts.engine == "browser" else "http"
-        if opts.engine == "browser" and not self.browser_usable():
+        """The engine tried first: the browser only when asked for (``engine`` browser, or
+        page ``actions``), and then it must be there (else ``BrowserUnavailable``)."""
+        wants = opts.engine == "browser" or bool(opts.actions)
+        engine: Engine = "browser" if wants else "http"
+        if wants and not self.browser_usable():
             raise BrowserUnavailable(self._browser_absent_reason())
         return engine
 
@@ -152,8 +154,16 @@ class Upstream:
                 deadline_s=min(limits.timeout_s, limits.browser_timeout_s),
                 wait_for=opts.wait_for,
                 credentials=opts.credentials or None,
+                actions=ActionPlan(opts.actions, limits.action_timeout_s) if opts.actions else None,
             )
             self._count("browser_pages")
+            # A step navigated: the page read must be one robots.txt allows, as every hop of
+            # a plain fetch must (the browser cannot ask before it goes there).
+            moved = opts.actions and result.final_url != url
+            if robots is not None and moved and not await robots.allowed(result.final_url):
+                raise RobotsDisallowed(
+                    f"robots.txt disallows {result.final_url}, where the page actions led."
+                )
             return result
 
         return load

@@ -44,6 +44,11 @@ export function fieldsOf(env, shown) {
       env.truncated ? " (more to read)" : " (all of it)"),
     field("Format", env.format),
     field("Engine", env.engine || "http"),
+    env.actions
+      ? field("Actions", h("ol", { class: "actions", start: "0" },
+          env.actions.map((o) => h("li", {}, `${o.action}: ${o.ok ? "done" : "failed"}, ${o.ms} ms`,
+            o.downloads_refused ? ` (${o.downloads_refused} download(s) refused)` : ""))))
+      : null,
     env.page_type ? field("Page type", env.page_type) : null,
     Object.keys(env.metadata || {}).length
       ? field("Metadata", h("dl", { class: "metadata" },

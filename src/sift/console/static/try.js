@@ -13,6 +13,15 @@ function optionsFromForm() {
   const max = $("try-max").value.trim();
   if (max) opts.max_bytes = Number(max);
   if ($("try-fresh").checked) opts.max_age_s = 0;
+  const actions = $("try-actions").value.trim();
+  if (actions) {
+    // Sent as typed: the server checks every step and names the one that is wrong.
+    try {
+      opts.actions = JSON.parse(actions);
+    } catch (err) {
+      throw new Error(`Page actions are not valid JSON: ${err.message}`);
+    }
+  }
   return opts;
 }
 
@@ -22,8 +31,14 @@ export function setupTry() {
   const error = $("try-error");
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const opts = optionsFromForm();
     showError(error, null);
+    let opts;
+    try {
+      opts = optionsFromForm();
+    } catch (err) {
+      showError(error, err);
+      return;
+    }
     result.hidden = true;
     $("try-go").disabled = true;
     $("try-busy").textContent = "Fetching…";
