@@ -230,8 +230,9 @@ CLICK_MORE = {"action": "click", "selector": "#more"}
 
 async def test_click_load_more_twice(rig: Rig) -> None:
     more = rig.up.hits["/feed/more"]
+    by_text = {"action": "click", "selector": "text=Load more"}  # Playwright's text selector
     r = await rig.fetch(
-        url=rig.url("/feed?t=click"), actions=[CLICK_MORE, CLICK_MORE], selector="#items"
+        url=rig.url("/feed?t=click"), actions=[CLICK_MORE, by_text], selector="#items"
     )
     assert r.status_code == 200, r.text
     env = r.json()
