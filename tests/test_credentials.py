@@ -295,5 +295,6 @@ def test_cli_header_and_cookie_flags() -> None:
         no_robots=False,
         header=["X-Key: v"],
         cookie=None,
+        actions=None,
     )
     assert _fetch_options(args) == {"headers": {"X-Key": "v"}}

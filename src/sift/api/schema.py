@@ -7,13 +7,6 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from sift.fetch.credentials import (
-    MAX_COOKIES,
-    MAX_HEADERS,
-    MAX_NAME_CHARS,
-    MAX_TOTAL_BYTES,
-    MAX_VALUE_BYTES,
-)
 from sift.browser.actions import (
     MAX_ACTION_TEXT_CHARS,
     MAX_KEY_CHARS,
@@ -22,6 +15,13 @@ from sift.browser.actions import (
     ActionKind,
 )
 from sift.config import MAX_ACTION_STEPS
+from sift.fetch.credentials import (
+    MAX_COOKIES,
+    MAX_HEADERS,
+    MAX_NAME_CHARS,
+    MAX_TOTAL_BYTES,
+    MAX_VALUE_BYTES,
+)
 from sift.options import (
     MAX_EXCLUDES,
     MAX_INT,

@@ -12,7 +12,6 @@ from typing import Final
 
 import mcp.types as types
 
-from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
 from sift.browser.actions import (
     ACTION_KINDS,
     MAX_ACTION_TEXT_CHARS,
@@ -21,6 +20,7 @@ from sift.browser.actions import (
     MAX_WAIT_MS,
 )
 from sift.config import MAX_ACTION_STEPS
+from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
 from sift.options import (
     ENGINES,
     FORMATS,
