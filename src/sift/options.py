@@ -15,13 +15,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from sift.browser.shot import MAX_SIDE, SHOT_TYPES, ShotSpec
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
 from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
 from sift.render.selector import LIMITS_TEXT, check_selectors
 from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
 
-Format = Literal["markdown", "text", "html", "raw"]
+# screenshot: the page's markdown and a picture of it, taken by the browser (docs/browser.md).
+Format = Literal["markdown", "text", "html", "raw", "screenshot"]
 FORMATS: tuple[str, ...] = get_args(Format)
 # auto: HTTP, and the browser when the page looks like a JavaScript shell (docs/browser.md).
 Engine = Literal["auto", "http", "browser"]
@@ -54,6 +56,7 @@ class FetchOptions:
     robots: bool = True
     engine: Engine = "auto"
     wait_for: str | None = None  # CSS selector the browser waits for (within the deadline)
+    screenshot: ShotSpec | None = None  # set exactly when format is "screenshot"
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
@@ -96,6 +99,7 @@ def parse_options(
         if name == "url" or name not in OPTION_NAMES or value is None:
             continue
         _parse_option(name, value, from_query, out, problems)
+    _settle_screenshot(data, out, problems)
     if not problems and ("selector" in out or "exclude" in out):
         # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
         problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
@@ -163,6 +167,13 @@ def _parse_option(
             problems.append("digest: expected 'sha256:' and 64 lowercase hex digits")
         else:
             out[name] = value
+    elif name == "screenshot":
+        if from_query:
+            problems.append(
+                "screenshot: its options go in a POST body; a query takes format=screenshot"
+            )
+        else:
+            out[name] = _parse_shot(value, problems)
     elif name == "timeout_s":
         if from_query and isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -175,6 +186,50 @@ def _parse_option(
             problems.append("timeout_s: expected a number of seconds above 0")
         else:
             out[name] = float(value)
+
+
+_SHOT_FIELDS: tuple[str, ...] = ("type", "full_page", "width", "height", "quality")
+
+
+def _parse_shot(value: Any, problems: list[str]) -> ShotSpec | None:
+    """The ``screenshot`` object: ``{type, full_page, width, height, quality}``, all optional."""
+    if not isinstance(value, dict):
+        problems.append("screenshot: expected an object {type, full_page, width, height, quality}")
+        return None
+    unknown = sorted(set(value) - set(_SHOT_FIELDS))
+    if unknown:
+        problems.append(f"screenshot: unknown field {', '.join(unknown)}")
+        return None
+    before = len(problems)
+    fields: dict[str, Any] = {}
+    if value.get("type") is not None:
+        if value["type"] not in SHOT_TYPES:
+            problems.append(f"screenshot.type: expected one of {', '.join(SHOT_TYPES)}")
+        fields["type"] = value["type"]
+    if value.get("full_page") is not None:
+        fields["full_page"] = _bool("screenshot.full_page", value["full_page"], False, problems)
+    for name, hi in (("width", MAX_SIDE), ("height", MAX_SIDE), ("quality", 100)):
+        v = value.get(name)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+                problems.append(f"screenshot.{name}: expected an integer from 1 to {hi}")
+            fields[name] = v
+    if fields.get("quality") is not None and fields.get("type", "png") == "png":
+        problems.append("screenshot.quality: only for type jpeg or webp")
+    return ShotSpec(**fields) if len(problems) == before else None
+
+
+def _settle_screenshot(data: Mapping[str, Any], out: dict[str, Any], problems: list[str]) -> None:
+    """``format: "screenshot"`` and the ``screenshot`` object go together: the format alone
+    takes the default spec, the object alone implies the format; the object with another
+    format is refused."""
+    given = data.get("screenshot") is not None
+    if out.get("format") == "screenshot" and not given:
+        out["screenshot"] = ShotSpec()
+    elif given and "format" not in out and data.get("format") is None:
+        out["format"] = "screenshot"
+    elif given and out.get("format") not in (None, "screenshot"):
+        problems.append("screenshot: only with format screenshot")
 
 
 _SELECTOR_HINT = "Use a simple CSS selector such as 'article', 'div.content' or '#main p'. " + (
@@ -211,9 +266,33 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
             hint="Use engine=http (or auto), or ask the operator to set "
             f"classes.{caller_class}.browser = true.",
         )
+    if opts.screenshot is not None:
+        _check_shot(opts, opts.screenshot, caller_class, limits)
     if opts.wait_for is not None and opts.engine == "http":
         raise BadRequest(
             "wait_for: only the browser waits for selectors",
             hint="Drop wait_for, or use engine=browser or auto.",
         )
     return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())
+
+
+def _check_shot(
+    opts: FetchOptions, spec: ShotSpec, caller_class: CallerClass, limits: ClassSettings
+) -> None:
+    """A screenshot needs the browser, and its viewport must fit the class's pixels."""
+    if opts.engine == "http":
+        raise BadRequest(
+            "format: screenshots are taken by the browser; engine http cannot take one",
+            hint="Drop engine=http (auto and browser both take the screenshot in the browser).",
+        )
+    if not limits.browser:
+        raise BadRequest(
+            f"format: the {caller_class} class may not use the browser, which takes screenshots",
+            hint=f"Ask the operator to set classes.{caller_class}.browser = true.",
+        )
+    if spec.pixels > limits.screenshot_max_pixels:
+        raise BadRequest(
+            f"screenshot: a {spec.width}x{spec.height} viewport is {spec.pixels} pixels, over "
+            f"the {limits.screenshot_max_pixels} your class may have",
+            hint="Ask for a smaller width and height (a full page is cut at the limit).",
+        )

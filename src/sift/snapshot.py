@@ -7,7 +7,9 @@ in-process caches keep it without invalidation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sift.jsonio import dumps, loads
 from sift.render import Rendered, RenderOptions, render
@@ -29,6 +31,9 @@ class Snapshot:
     # Seconds after fetched_at the upstream asked to wait (429/503 with Retry-After only).
     # Taken from the page entry, never stored in the render cache.
     retry_after: int | None = None
+    # The screenshot of the load this snapshot was read from (format "screenshot"): digest,
+    # type, bytes, width, height, page_height. From the page entry, like retry_after.
+    screenshot: Mapping[str, Any] | None = None
 
     def to_payload(self) -> bytes:
         meta = {

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
+from sift.browser.shot import DEFAULT_HEIGHT, DEFAULT_QUALITY, DEFAULT_WIDTH, MAX_SIDE
 from sift.options import (
     MAX_EXCLUDES,
     MAX_INT,
@@ -32,14 +33,34 @@ Url = Annotated[
 Selector = Annotated[str, Field(min_length=1, max_length=MAX_SELECTOR_CHARS)]
 
 
+class ScreenshotOptions(BaseModel):
+    """What picture to take (format screenshot); every field has a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["png", "jpeg", "webp"] = Field("png", description="Image type.")
+    full_page: bool = Field(
+        False,
+        description="The whole page, cut at the class's screenshot_max_pixels (warning "
+        "screenshot_cut); false: the viewport.",
+    )
+    width: int = Field(DEFAULT_WIDTH, ge=1, le=MAX_SIDE, description="Viewport width, CSS px.")
+    height: int = Field(DEFAULT_HEIGHT, ge=1, le=MAX_SIDE, description="Viewport height, CSS px.")
+    quality: int | None = Field(
+        None, ge=1, le=100, description=f"jpeg and webp only (default {DEFAULT_QUALITY})."
+    )
+
+
 class FetchRequest(BaseModel):
     """Options of one fetch. Unknown options are refused (422)."""
 
     model_config = ConfigDict(extra="forbid")
 
     url: Url
-    format: Literal["markdown", "text", "html", "raw"] = Field(
-        "markdown", description="markdown, text, cleaned main-content html, or the raw body."
+    format: Literal["markdown", "text", "html", "raw", "screenshot"] = Field(
+        "markdown",
+        description="markdown, text, cleaned main-content html, the raw body, or screenshot: "
+        "the page's markdown and a picture of it, both from one browser load.",
     )
     main_content: bool = Field(True, description="Main content only (false: the whole page).")
     selector: Selector | None = Field(None, description=f"CSS selector to keep. {LIMITS_TEXT}")
@@ -80,11 +101,27 @@ class FetchRequest(BaseModel):
         max_length=MAX_SELECTOR_CHARS,
         description="Browser only: CSS selector to wait for before reading the page.",
     )
+    screenshot: ScreenshotOptions | None = Field(
+        None,
+        description="The picture to take; implies format screenshot (POST only: a query "
+        "string takes format=screenshot with the defaults).",
+    )
 
 
 class Link(BaseModel):
     text: str
     url: str
+
+
+class ScreenshotView(BaseModel):
+    digest: str = Field(description="sha256 of the image bytes.")
+    type: Literal["png", "jpeg", "webp"]
+    bytes: int
+    width: int
+    height: int
+    url: str = Field(
+        description="/v1/screenshots/{digest}: the image, for the callers it was given to."
+    )
 
 
 class FetchEnvelope(BaseModel):
@@ -118,6 +155,9 @@ class FetchEnvelope(BaseModel):
         description="HTML only: what the page declares about itself (description, author, "
         "published, modified, site_name, canonical_url, image, lang, keywords); absent "
         "fields are omitted.",
+    )
+    screenshot: ScreenshotView | None = Field(
+        None, description="format screenshot: the picture taken (GET its url, same key)."
     )
     retry_after: int | None = Field(
         None,
@@ -225,7 +265,7 @@ def inline_defs(schema: dict[str, Any]) -> dict[str, Any]:
 def fetch_request_body() -> dict[str, Any]:
     return {
         "required": True,
-        "content": {"application/json": {"schema": FetchRequest.model_json_schema()}},
+        "content": {"application/json": {"schema": inline_defs(FetchRequest.model_json_schema())}},
     }
 
 
@@ -234,6 +274,8 @@ def fetch_query_parameters() -> list[dict[str, Any]]:
     schema = FetchRequest.model_json_schema()
     params = []
     for name, prop in schema["properties"].items():
+        if name == "screenshot":  # an object: POST only
+            continue
         prop = {k: v for k, v in prop.items() if k not in ("title", "default")}
         params.append(
             {

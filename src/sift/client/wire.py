@@ -45,6 +45,8 @@ class Envelope:
     links: list[dict[str, str]] | None = None
     page_type: str | None = None  # HTML with main_content: article, forum, product …
     metadata: dict[str, Any] = field(default_factory=dict)  # description, author, dates …
+    # format "screenshot": digest, type, bytes, width, height, url (Client.screenshot reads it)
+    screenshot: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

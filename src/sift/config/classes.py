@@ -86,6 +86,22 @@ class ClassSettings:
             "Deadline for one browser page: load, waiting and extraction (also within timeout_s)."
         ),
     )
+    screenshot_max_pixels: int = field(
+        default=4_194_304,
+        metadata=doc(
+            "Largest screenshot in pixels (width x height; a viewport over it is refused, a "
+            "taller full page is cut to it, warning screenshot_cut); each side is also at "
+            "most 16384."
+        ),
+    )
+    screenshot_max_bytes: int = field(
+        default=4 << 20,
+        metadata=doc(
+            "Largest encoded screenshot; a larger image is shot again shorter (warning "
+            "screenshot_cut), or refused as too_large.",
+            size=True,
+        ),
+    )
     render_timeout_s: float = field(
         default=10.0,
         metadata=doc(
@@ -120,6 +136,8 @@ def _fleet_defaults() -> ClassSettings:
         browser_pages=4,
         browser_pages_total=4,
         browser_timeout_s=30.0,
+        screenshot_max_pixels=16_777_216,
+        screenshot_max_bytes=16 << 20,
         render_timeout_s=30.0,
         render_max_bytes=32 << 20,
     )
@@ -175,7 +193,13 @@ def check_class_browsers(classes: ClassesSettings, where: str) -> None:
     for cls_name in CALLER_CLASSES:
         check_positive(
             classes.get(cls_name),
-            ("browser_pages", "browser_pages_total", "browser_timeout_s"),
+            (
+                "browser_pages",
+                "browser_pages_total",
+                "browser_timeout_s",
+                "screenshot_max_pixels",
+                "screenshot_max_bytes",
+            ),
             where,
             f"classes.{cls_name}.",
         )

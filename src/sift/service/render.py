@@ -82,6 +82,10 @@ class Renderer:
             retry_after = loads(page.headers_json or "{}").get("retry_after")
             if retry_after != snap.retry_after:
                 snap = replace(snap, retry_after=retry_after)
+        if '"screenshot"' in page.headers_json:  # a browser load with a screenshot
+            shot = loads(page.headers_json).get("screenshot")
+            if shot != snap.screenshot:
+                snap = replace(snap, screenshot=shot)
         return snap
 
     async def snapshot_at(

@@ -13,6 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from sift.browser import Browser
+from sift.browser.loader import Loaded
+from sift.browser.shot import ShotOrder
 from sift.config import ClassSettings, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import BrowserUnavailable, RobotsDisallowed
@@ -23,7 +25,14 @@ from sift.principal import Principal
 from sift.snapshot import Snapshot
 
 # How the browser gets a page (the fetcher's place in the pipeline): url, policy, robots.
-Loader = Callable[[str, FetchPolicy, "RobotsChecker | None"], Awaitable[FetchResult]]
+Loader = Callable[[str, FetchPolicy, "RobotsChecker | None"], Awaitable[Loaded]]
+
+
+def shot_order(opts: FetchOptions, limits: ClassSettings) -> ShotOrder | None:
+    """The screenshot a request asks for, with its class's bounds; None without one."""
+    if opts.screenshot is None:
+        return None
+    return ShotOrder(opts.screenshot, limits.screenshot_max_pixels, limits.screenshot_max_bytes)
 
 
 class _DBRobotsCache:
@@ -74,10 +83,11 @@ class Upstream:
     # -- the engine -----------------------------------------------------------------------
 
     def engine_for(self, opts: FetchOptions) -> Engine:
-        """The engine tried first: the browser only when asked for, and then it must be
-        there (else ``BrowserUnavailable``)."""
-        engine: Engine = "browser" if opts.engine == "browser" else "http"
-        if opts.engine == "browser" and not self.browser_usable():
+        """The engine tried first: the browser only when asked for (or for a screenshot),
+        and then it must be there (else ``BrowserUnavailable``)."""
+        browser = opts.engine == "browser" or opts.screenshot is not None
+        engine: Engine = "browser" if browser else "http"
+        if browser and not self.browser_usable():
             raise BrowserUnavailable(self._browser_absent_reason())
         return engine
 
@@ -137,11 +147,12 @@ class Upstream:
         browser = self.browser
         assert browser is not None
         limits = self.settings.classes.get(principal.caller_class)
+        shot = shot_order(opts, limits)
 
-        async def load(url: str, policy: FetchPolicy, robots: RobotsChecker | None) -> FetchResult:
+        async def load(url: str, policy: FetchPolicy, robots: RobotsChecker | None) -> Loaded:
             if robots is not None and not await robots.allowed(url):
                 raise RobotsDisallowed("robots.txt disallows this URL.")
-            result = await browser.load(
+            result = await browser.load_page(
                 url,
                 policy,
                 caller=principal.name,
@@ -150,6 +161,7 @@ class Upstream:
                 class_pages=limits.browser_pages_total,
                 deadline_s=min(limits.timeout_s, limits.browser_timeout_s),
                 wait_for=opts.wait_for,
+                shot=shot,
             )
             self._count("browser_pages")
             return result

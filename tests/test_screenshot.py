@@ -1,0 +1,244 @@
+"""Screenshots (``format: "screenshot"``): real Chromium, a loopback upstream, exact values.
+
+One sift and one upstream for the module (one Chromium: a launch costs a second). Each
+image is checked by its magic bytes and by its dimensions as Pillow reads them; the class
+bounds (pixels, bytes) are broken on purpose and the refusal or the cut checked; the route
+serves an image only to a caller a fetch gave it to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from PIL import Image
+
+from apphelpers import (
+    FLEET2_KEY,
+    FLEET_KEY,
+    PUBLIC_HOST,
+    PUBLIC_NAME,
+    RESTRICTED_KEY,
+    auth,
+    make_settings,
+    running_app,
+)
+from browserhelpers import require_browser
+from upstream import Upstream
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+JPEG_MAGIC = b"\xff\xd8\xff"
+# Bytes over the cap in the byte-cap tests: a page of random colours compresses badly.
+SMALL_BYTES = 40_000
+TITLE = "A page to look at"
+PLAIN = (
+    f"<html><head><title>{TITLE}</title></head><body style='margin:0;background:#fff'>"
+    "<article><h1>Something to see</h1><p>The picture and the text come from one load of "
+    "this page, in the browser.</p></article></body></html>"
+)
+# 50,000 CSS pixels tall: bands of colour, each 1,000 px, so a cut shows in the pixels too.
+TALL = (
+    "<html><body style='margin:0'>"
+    + "".join(
+        f"<div style='height:1000px;background:hsl({i * 37 % 360},70%,50%)'>band {i}</div>"
+        for i in range(50)
+    )
+    + "</body></html>"
+)
+
+
+def _noise(rows: int, seed: int) -> str:
+    """A grid of 8-px cells of random colours: its PNG grows with its height."""
+    rng = random.Random(seed)
+    cells = "".join(
+        f"<i style='background:#{rng.randrange(1 << 24):06x}'></i>" for _ in range(160 * rows)
+    )
+    return (
+        "<html><head><style>body{margin:0;display:grid;grid-template-columns:repeat(160,8px)}"
+        "i{display:block;height:8px}</style></head><body>" + cells + "</body></html>"
+    )
+
+
+def _image(data: bytes) -> Image.Image:
+    img = Image.open(io.BytesIO(data))
+    img.load()
+    return img
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def upstream() -> AsyncIterator[Upstream]:
+    async with Upstream(host=PUBLIC_HOST) as up:
+        up.page("/plain", PLAIN)
+        up.page("/tall", TALL)
+        up.page("/noise", _noise(90, 1))
+        for i in range(4):
+            up.page(f"/evict/{i}", _noise(40, 10 + i))
+        yield up
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sift(
+    tmp_path_factory: pytest.TempPathFactory, upstream: Upstream
+) -> AsyncIterator[httpx.AsyncClient]:
+    require_browser()
+    settings = make_settings(tmp_path_factory.mktemp("shots"), upstream_port=upstream.port)
+    async with (
+        running_app(settings) as base,
+        httpx.AsyncClient(base_url=base, timeout=60) as client,
+    ):
+        yield client
+
+
+def url(upstream: Upstream, path: str) -> str:
+    return f"http://{PUBLIC_NAME}:{upstream.port}{path}"
+
+
+async def shoot(
+    client: httpx.AsyncClient, key: str = RESTRICTED_KEY, **body: Any
+) -> dict[str, Any]:
+    r = await client.post("/v1/fetch", json=body, headers=auth(key))
+    assert r.status_code == 200, r.text
+    env: dict[str, Any] = r.json()
+    return env
+
+
+async def image_of(
+    client: httpx.AsyncClient, env: dict[str, Any], key: str = RESTRICTED_KEY
+) -> bytes:
+    r = await client.get(env["screenshot"]["url"], headers=auth(key))
+    assert r.status_code == 200, r.text
+    return r.content
+
+
+async def refused(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    r = await client.post("/v1/fetch", json=body, headers=auth(RESTRICTED_KEY))
+    assert r.status_code == 422, r.text
+    err: dict[str, Any] = r.json()["error"]
+    return err
+
+
+async def test_png_of_the_viewport_with_the_text(
+    sift: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    env = await shoot(sift, url=url(upstream, "/plain"), format="screenshot")
+    assert (env["engine"], env["format"], env["title"]) == ("browser", "screenshot", TITLE)
+    assert "The picture and the text come from one load" in env["content"]
+    shot = env["screenshot"]
+    data = await image_of(sift, env)
+    assert data.startswith(PNG_MAGIC)
+    assert shot == {
+        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "type": "png",
+        "bytes": len(data),
+        "width": 1280,
+        "height": 720,
+        "url": f"/v1/screenshots/{shot['digest']}",
+    }
+    assert _image(data).size == (1280, 720)
+    assert env["warnings"] == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "magic", "pil"), [("jpeg", JPEG_MAGIC, "JPEG"), ("webp", b"RIFF", "WEBP")]
+)
+async def test_jpeg_and_webp_at_a_chosen_viewport(
+    sift: httpx.AsyncClient, upstream: Upstream, kind: str, magic: bytes, pil: str
+) -> None:
+    env = await shoot(
+        sift,
+        url=url(upstream, "/plain"),
+        screenshot={"type": kind, "width": 800, "height": 600, "quality": 70},
+    )
+    data = await image_of(sift, env)
+    assert data.startswith(magic)
+    img = _image(data)
+    assert (img.format, img.size) == (pil, (800, 600))
+    assert (env["format"], env["screenshot"]["type"], env["screenshot"]["width"]) == (
+        "screenshot",
+        kind,
+        800,
+    )
+
+
+async def test_a_50000_px_page_is_cut_at_the_class_maximum(
+    sift: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    """Restricted: 4,194,304 pixels at 1280 px wide is 3,276 rows; fleet: 16,777,216 → 13,107."""
+    for key, rows in ((RESTRICTED_KEY, 3276), (FLEET_KEY, 13107)):
+        env = await shoot(sift, key, url=url(upstream, "/tall"), screenshot={"full_page": True})
+        assert (env["screenshot"]["width"], env["screenshot"]["height"]) == (1280, rows)
+        assert env["warnings"] == ["screenshot_cut"]
+        img = _image(await image_of(sift, env, key)).convert("RGB")
+        assert img.size == (1280, rows)
+        # The bands are there: band 0 at the top, band 3 at 3,000-3,999 px.
+        assert img.getpixel((640, 500)) != img.getpixel((640, 3100))
+
+
+async def test_a_full_page_that_fits_is_whole(sift: httpx.AsyncClient, upstream: Upstream) -> None:
+    env = await shoot(
+        sift,
+        url=url(upstream, "/plain"),
+        screenshot={"full_page": True, "width": 640, "height": 400},
+    )
+    # The page is shorter than its viewport: the whole page is the viewport.
+    assert (env["screenshot"]["width"], env["screenshot"]["height"]) == (640, 400)
+    assert env["warnings"] == []
+
+
+async def test_refusals(sift: httpx.AsyncClient, upstream: Upstream) -> None:
+    target = url(upstream, "/plain")
+    err = await refused(sift, url=target, format="screenshot", engine="http")
+    assert err["message"] == (
+        "format: screenshots are taken by the browser; engine http cannot take one"
+    )
+    err = await refused(sift, url=target, screenshot={"width": 4096, "height": 2048})
+    assert err["message"] == (
+        "screenshot: a 4096x2048 viewport is 8388608 pixels, over the 4194304 your class may have"
+    )
+    err = await refused(sift, url=target, screenshot={"quality": 50})
+    assert err["message"] == "invalid options: screenshot.quality: only for type jpeg or webp"
+    err = await refused(sift, url=target, format="text", screenshot={})
+    assert err["message"] == "invalid options: screenshot: only with format screenshot"
+    err = await refused(sift, url=target, screenshot={"width": 0, "kind": "png"})
+    assert err["message"] == "invalid options: screenshot: unknown field kind"
+    err = await refused(sift, url=target, screenshot={"width": 20000})
+    assert err["message"] == (
+        "invalid options: screenshot.width: expected an integer from 1 to 16384"
+    )
+    r = await sift.get(
+        "/v1/fetch", params={"url": target, "screenshot": "{}"}, headers=auth(RESTRICTED_KEY)
+    )
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == (
+        "invalid options: screenshot: its options go in a POST body; a query takes "
+        "format=screenshot"
+    )
+
+
+async def test_the_route_serves_only_callers_given_the_image(
+    sift: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    env = await shoot(sift, FLEET_KEY, url=url(upstream, "/plain"), screenshot={"width": 1000})
+    path = env["screenshot"]["url"]
+    assert (await sift.get(path, headers=auth(FLEET_KEY))).status_code == 200
+    other = await sift.get(path, headers=auth(FLEET2_KEY))
+    assert other.status_code == 404
+    assert other.json()["error"]["code"] == "not_found"
+    assert (await sift.get(path)).status_code == 401
+    missing = "/v1/screenshots/sha256:" + "0" * 64
+    assert (await sift.get(missing, headers=auth(FLEET_KEY))).json() == other.json()
+    assert (await sift.get("/v1/screenshots/nope", headers=auth(FLEET_KEY))).status_code == 404
+    # The other caller fetches the same page: from the cache, and now it may read the image.
+    again = await shoot(sift, FLEET2_KEY, url=url(upstream, "/plain"), screenshot={"width": 1000})
+    assert (again["cache"], again["screenshot"]) == ("hit", env["screenshot"])
+    ok = await sift.get(path, headers=auth(FLEET2_KEY))
+    assert (ok.status_code, ok.headers["content-type"]) == (200, "image/png")
+    assert ok.headers["cache-control"] == "private, max-age=86400, immutable"
