@@ -8,13 +8,17 @@ serves an image only to a caller a fetch gave it to.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hashlib
 import io
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import mcp.types as types
 import pytest
 import pytest_asyncio
 from PIL import Image
@@ -30,6 +34,10 @@ from apphelpers import (
     running_app,
 )
 from browserhelpers import require_browser
+from mcphelpers import call, mcp_http_session
+from servehelpers import SIFT
+from sift.client import AsyncClient
+from sift.errors import NotFound
 from upstream import Upstream
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
@@ -242,3 +250,105 @@ async def test_the_route_serves_only_callers_given_the_image(
     ok = await sift.get(path, headers=auth(FLEET2_KEY))
     assert (ok.status_code, ok.headers["content-type"]) == (200, "image/png")
     assert ok.headers["cache-control"] == "private, max-age=86400, immutable"
+
+
+async def test_mcp_fetch_returns_the_image_sized_for_a_vision_model(
+    sift: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    """The viewport (1280x720, 0.92 MP) goes as it is; the cut full page (1280x3276) is
+    scaled so its long side is 1568: 1280 * 1568 / 3276 = 612.6 → 612x1568."""
+    async with mcp_http_session(str(sift.base_url), RESTRICTED_KEY) as session:
+        small = await call(
+            session, "fetch", {"url": url(upstream, "/plain"), "format": "screenshot"}
+        )
+        tall = await call(
+            session, "fetch", {"url": url(upstream, "/tall"), "screenshot": {"full_page": True}}
+        )
+    assert small.is_error is False
+    text, image, foot = small.content
+    assert isinstance(text, types.TextContent) and "one load of this page" in text.text
+    assert isinstance(image, types.ImageContent) and image.mime_type == "image/png"
+    assert isinstance(foot, types.TextContent)
+    data = base64.b64decode(image.data)
+    assert _image(data).size == (1280, 720)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()  # as stored: not re-encoded
+    assert foot.text.endswith(
+        f"\nscreenshot: png 1280x720 | full size: GET /v1/screenshots/{digest}"
+    )
+    image = tall.content[1]
+    assert isinstance(image, types.ImageContent)
+    assert _image(base64.b64decode(image.data)).size == (612, 1568)
+    foot = tall.content[2]
+    assert isinstance(foot, types.TextContent)
+    assert "\nwarnings: screenshot_cut\nscreenshot: png 1280x3276, shown scaled to 612x1568 | " in (
+        foot.text
+    )
+
+
+async def test_client_returns_the_bytes(sift: httpx.AsyncClient, upstream: Upstream) -> None:
+    async with AsyncClient(str(sift.base_url), RESTRICTED_KEY) as client:
+        env = await client.fetch(
+            url(upstream, "/plain"), screenshot={"type": "jpeg", "width": 640, "height": 480}
+        )
+        assert env.screenshot is not None
+        data = await client.screenshot(env)
+        assert data == await client.screenshot(env.screenshot["digest"])
+    assert data.startswith(JPEG_MAGIC)
+    assert (len(data), _image(data).size) == (env.screenshot["bytes"], (640, 480))
+    async with AsyncClient(str(sift.base_url), FLEET2_KEY) as other:
+        with pytest.raises(NotFound):
+            await other.screenshot(env)
+
+
+async def test_cli_writes_the_file(
+    sift: httpx.AsyncClient, upstream: Upstream, tmp_path: Path
+) -> None:
+    out = tmp_path / "page.webp"
+    proc = await asyncio.create_subprocess_exec(
+        *SIFT,
+        "fetch",
+        url(upstream, "/plain"),
+        "--server",
+        str(sift.base_url),
+        "--key",
+        RESTRICTED_KEY,
+        "--screenshot",
+        str(out),
+        "--viewport",
+        "900x500",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, stderr
+    assert "one load of this page" in stdout.decode()
+    data = out.read_bytes()
+    assert (data[:4], data[8:12], _image(data).size) == (b"RIFF", b"WEBP", (900, 500))
+    assert stderr.decode() == (
+        f"sift: screenshot 900x500 webp ({len(data)} bytes) written to {out}\n"
+    )
+
+
+async def test_a_batch_result_names_the_screenshot(
+    sift: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    body = {
+        "targets": [url(upstream, "/plain"), {"url": url(upstream, "/tall"), "options": {}}],
+        "options": {"screenshot": {"width": 700, "height": 400}},
+    }
+    headers = {**auth(RESTRICTED_KEY), "Idempotency-Key": "shots-1"}
+    r = await sift.post("/v1/batch", json=body, headers=headers)
+    assert r.status_code == 202, r.text
+    job = r.json()["id"]
+    for _ in range(600):
+        view = (await sift.get(f"/v1/batch/{job}", headers=auth(RESTRICTED_KEY))).json()
+        if view["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.1)
+    assert view["status"] == "done"
+    items = (await sift.get(f"/v1/batch/{job}/results", headers=auth(RESTRICTED_KEY))).json()
+    for item in items["items"]:
+        shot = item["result"]["screenshot"]
+        assert (item["result"]["format"], shot["width"], shot["height"]) == ("screenshot", 700, 400)
+        data = await image_of(sift, item["result"])
+        assert "sha256:" + hashlib.sha256(data).hexdigest() == shot["digest"]

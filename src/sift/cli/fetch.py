@@ -8,7 +8,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sift.assembly import own_or_delegate, settings_for
 from sift.cli.args import add_server_args, add_settings_args
@@ -66,6 +66,11 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 _SHOT_SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".webp": "webp"}
 
 
+def _usage(message: str) -> NoReturn:
+    print(f"sift fetch: {message}", file=sys.stderr)
+    raise SystemExit(2)  # bad usage, as the epilog says
+
+
 def _viewport(text: str) -> tuple[int, int]:
     width, sep, height = text.lower().partition("x")
     if not (sep and width.isdigit() and height.isdigit()):
@@ -78,11 +83,11 @@ def _shot_options(args: argparse.Namespace) -> dict[str, Any] | None:
     --full-page, --viewport and --quality; None without --screenshot."""
     if args.screenshot is None:
         if args.full_page or args.viewport or args.quality is not None:
-            raise SystemExit("sift fetch: --full-page, --viewport and --quality need --screenshot")
+            _usage("--full-page, --viewport and --quality need --screenshot")
         return None
     kind = _SHOT_SUFFIXES.get(Path(args.screenshot).suffix.lower())
     if kind is None:
-        raise SystemExit("sift fetch: --screenshot FILE must end in .png, .jpg, .jpeg or .webp")
+        _usage("--screenshot FILE must end in .png, .jpg, .jpeg or .webp")
     shot: dict[str, Any] = {"type": kind, "full_page": args.full_page, "quality": args.quality}
     if args.viewport:
         shot["width"], shot["height"] = args.viewport

@@ -44,7 +44,8 @@ def fitted_size(width: int, height: int) -> tuple[int, int]:
     )
     if scale >= 1.0:
         return width, height
-    return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+    # The epsilon keeps a side scaled to exactly 1568 from rounding down to 1567.
+    return max(1, math.floor(width * scale + 1e-9)), max(1, math.floor(height * scale + 1e-9))
 
 
 def fit(data: bytes, type_: str, width: int, height: int) -> Fitted:
