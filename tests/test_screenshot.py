@@ -12,6 +12,7 @@ import asyncio
 import base64
 import hashlib
 import io
+import json
 import random
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -34,7 +35,7 @@ from apphelpers import (
     running_app,
 )
 from browserhelpers import require_browser
-from mcphelpers import call, mcp_http_session
+from mcphelpers import call, mcp_http_session, texts
 from servehelpers import SIFT
 from sift.client import AsyncClient
 from sift.errors import NotFound
@@ -264,6 +265,27 @@ async def test_mcp_fetch_returns_the_image_sized_for_a_vision_model(
         tall = await call(
             session, "fetch", {"url": url(upstream, "/tall"), "screenshot": {"full_page": True}}
         )
+        spec = {"width": 900, "height": 300}
+        head = await call(
+            session, "fetch", {"url": url(upstream, "/plain"), "screenshot": spec, "max_bytes": 40}
+        )
+        read_on = texts(head)[-1].split("to read on, call ")[1].split("\n")[0]
+        digest = read_on.split('digest="')[1][:-2]
+        assert read_on == (
+            f"fetch(url={json.dumps(url(upstream, '/plain'))}, max_bytes=40, "
+            f'screenshot={{"width":900,"height":300}}, offset=40, digest="{digest}")'
+        )
+        rest = await call(
+            session,
+            "fetch",
+            {
+                "url": url(upstream, "/plain"),
+                "screenshot": spec,
+                "max_bytes": 40,
+                "offset": 40,
+                "digest": digest,
+            },
+        )
     assert small.is_error is False
     text, image, foot = small.content
     assert isinstance(text, types.TextContent) and "one load of this page" in text.text
@@ -280,6 +302,13 @@ async def test_mcp_fetch_returns_the_image_sized_for_a_vision_model(
     assert _image(base64.b64decode(image.data)).size == (612, 1568)
     foot = tall.content[2]
     assert isinstance(foot, types.TextContent)
+    # Reading on continues the text of the same load (the picture came with the first part).
+    assert rest.is_error is False
+    assert [type(c) for c in rest.content] == [types.TextContent, types.TextContent]
+    assert (
+        texts(head)[0] + texts(rest)[0]
+        == texts(small)[0][: len(texts(head)[0]) + len(texts(rest)[0])]
+    )
     assert "\nwarnings: screenshot_cut\nscreenshot: png 1280x3276, shown scaled to 612x1568 | " in (
         foot.text
     )

@@ -397,6 +397,8 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
         parts.append('engine="browser"')
     if args.get("wait_for") is not None:
         parts.append(f"wait_for={json.dumps(args['wait_for'])}")
+    if args.get("screenshot") is not None:  # part of the snapshot's key
+        parts.append(f"screenshot={json.dumps(args['screenshot'], separators=(',', ':'))}")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"
