@@ -92,6 +92,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "selector",
                 "engine",
                 "wait_for",
+                "screenshot",
             ]
             assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
                 ["url"],
@@ -137,7 +138,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "code": "invalid_request",
                 "message": "fetch: unknown argument max_byte",
                 "hint": "fetch takes: url, format, max_bytes, offset, digest, main_content, "
-                "selector, engine, wait_for.",
+                "selector, engine, wait_for, screenshot.",
             }
             missing = error_of(await call(session, "fetch", {}))
             assert (missing["code"], missing["message"]) == (
