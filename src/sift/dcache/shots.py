@@ -81,7 +81,3 @@ class ShotsMixin(ContentCacheMixin):
                 (self._next_seq(), now, digest),
             )
         return StoredShot(bytes(row[0]), str(row[1]), int(row[2]), int(row[3]))
-
-    def shot_count(self) -> int:
-        with self._read() as conn:
-            return int(conn.execute("SELECT count(*) FROM shot").fetchone()[0])
