@@ -87,6 +87,12 @@ async def upstream() -> AsyncIterator[Upstream]:
     async with Upstream(host=PUBLIC_HOST) as up:
         up.page("/plain", PLAIN)
         up.page("/tall", TALL)
+        up.page(
+            "/site/",
+            "<html><body><h1>Home</h1><p>The start of a small site.</p>"
+            "<a href='/site/next'>next</a></body></html>",
+        )
+        up.page("/site/next", "<html><body><h1>Next</h1><p>The second page.</p></body></html>")
         up.page("/noise", _noise(90, 1))
         for i in range(4):
             up.page(f"/evict/{i}", _noise(40, 10 + i))
@@ -381,3 +387,30 @@ async def test_a_batch_result_names_the_screenshot(
         assert (item["result"]["format"], shot["width"], shot["height"]) == ("screenshot", 700, 400)
         data = await image_of(sift, item["result"])
         assert "sha256:" + hashlib.sha256(data).hexdigest() == shot["digest"]
+
+
+async def test_a_crawl_shoots_every_page(sift: httpx.AsyncClient, upstream: Upstream) -> None:
+    body = {
+        "url": url(upstream, "/site/"),
+        "max_pages": 2,
+        "sitemap": False,
+        "options": {"screenshot": {"width": 500, "height": 300, "type": "jpeg"}},
+    }
+    headers = {**auth(RESTRICTED_KEY), "Idempotency-Key": "shots-crawl"}
+    r = await sift.post("/v1/crawl", json=body, headers=headers)
+    assert r.status_code == 202, r.text
+    job = r.json()["id"]
+    for _ in range(600):
+        view = (await sift.get(f"/v1/batch/{job}", headers=auth(RESTRICTED_KEY))).json()
+        if view["status"] not in ("queued", "running"):
+            break
+        await asyncio.sleep(0.1)
+    assert view["status"] == "done"
+    items = (await sift.get(f"/v1/batch/{job}/results", headers=auth(RESTRICTED_KEY))).json()
+    assert [i["url"] for i in items["items"]] == [
+        url(upstream, "/site/"),
+        url(upstream, "/site/next"),
+    ]
+    for item in items["items"]:
+        data = await image_of(sift, item["result"])
+        assert (data[:3], _image(data).size) == (JPEG_MAGIC, (500, 300))

@@ -260,3 +260,23 @@ def test_cli_in_process_writes_the_screenshot(tmp_path: Path) -> None:
         2,
         "sift fetch: --screenshot FILE must end in .png, .jpg, .jpeg or .webp\n",
     )
+
+
+async def test_a_class_without_the_browser_cannot_ask_for_one(tmp_path: Path) -> None:
+    """Refused before any I/O: no Chromium needed, no upstream asked."""
+    settings = make_settings(tmp_path)
+    restricted = dataclasses.replace(settings.classes.restricted, browser=False)
+    settings = dataclasses.replace(
+        settings, classes=dataclasses.replace(settings.classes, restricted=restricted)
+    )
+    async with running_app(settings) as base, httpx.AsyncClient(base_url=base) as client:
+        r = await post(client, RESTRICTED_KEY, url="http://pub.test/", format="screenshot")
+    assert (r.status_code, r.json()["error"]) == (
+        422,
+        {
+            "code": "invalid_request",
+            "message": "format: the restricted class may not use the browser, which takes "
+            "screenshots",
+            "hint": "Ask the operator to set classes.restricted.browser = true.",
+        },
+    )

@@ -10,6 +10,9 @@ from sift.errors import ConfigError
 
 CallerClass = Literal["fleet", "restricted"]
 CALLER_CLASSES: tuple[CallerClass, ...] = ("fleet", "restricted")
+# Screenshots stay well below what image libraries treat as a decompression bomb (Pillow
+# warns past 89 million pixels): the MCP front end scales them (sift/mcp/image.py).
+MAX_SCREENSHOT_PIXELS = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ class ClassSettings:
         metadata=doc(
             "Largest screenshot in pixels (width x height; a viewport over it is refused, a "
             "taller full page is cut to it, warning screenshot_cut); each side is also at "
-            "most 16384."
+            "most 16384, and this at most 67108864."
         ),
     )
     screenshot_max_bytes: int = field(
@@ -203,3 +206,8 @@ def check_class_browsers(classes: ClassesSettings, where: str) -> None:
             where,
             f"classes.{cls_name}.",
         )
+        if classes.get(cls_name).screenshot_max_pixels > MAX_SCREENSHOT_PIXELS:
+            raise ConfigError(
+                f"{where}: classes.{cls_name}.screenshot_max_pixels: at most "
+                f"{MAX_SCREENSHOT_PIXELS} (a 8192 x 8192 image)"
+            )
