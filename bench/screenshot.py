@@ -7,6 +7,8 @@ loaded by ``Service.fetch`` as a restricted caller, one at a time, fresh each ti
 (``max_age_s=0``): ``engine="browser"`` alone, then ``format="screenshot"`` as PNG and WebP
 and JPEG of the 1280x720 viewport. Prints the median time per page and the median image
 size. Loopback only; needs Chromium (docs/browser.md).
+
+Data: the pages are generated in the run (``bench/browser.py``'s); nothing to download.
 """
 
 from __future__ import annotations
