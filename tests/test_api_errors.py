@@ -133,6 +133,10 @@ async def test_every_route_and_failure_has_the_envelope(
             504,
             "upstream_timeout",
         ),
+        ("GET", "/v1/screenshots/sha256:" + "0" * 64, {}, None, 401, "unauthorized"),
+        ("GET", "/v1/screenshots/sha256:" + "0" * 64, fleet, None, 404, "not_found"),
+        ("GET", "/v1/screenshots/not-a-digest", restricted, None, 404, "not_found"),
+        ("DELETE", "/v1/screenshots/sha256:" + "0" * 64, fleet, None, 405, "method_not_allowed"),
         ("GET", "/test-only/boom", fleet, None, 500, "internal_error"),
     ]
     for method, path, headers, body, status, code in cases:

@@ -249,3 +249,16 @@ def test_every_setting_is_documented(repo_root: Path) -> None:
         if f.key not in ("callers", "egress.resolve") and f"`{f.env}`" not in doc
     ]
     assert missing_env == []
+
+
+def test_screenshot_bounds_are_checked() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, env={"SIFT_CLASSES_FLEET_SCREENSHOT_MAX_PIXELS": "67108865"})
+    assert info.value.message.endswith(
+        "classes.fleet.screenshot_max_pixels: at most 67108864 (a 8192 x 8192 image)"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_settings(None, env={"SIFT_CLASSES_RESTRICTED_SCREENSHOT_MAX_BYTES": "0"})
+    assert info.value.message.endswith("classes.restricted.screenshot_max_bytes: must be positive")
+    ok = load_settings(None, env={"SIFT_CLASSES_FLEET_SCREENSHOT_MAX_PIXELS": "67108864"})
+    assert ok.classes.fleet.screenshot_max_pixels == 67108864

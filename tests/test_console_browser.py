@@ -185,6 +185,29 @@ def test_try_with_page_actions(fleet: tuple[Any, Watch], upstream: SyncUpstream)
     assert upstream.hits["/more"] == 1  # the two refusals never reached it
 
 
+def test_a_screenshot_beside_the_text(
+    fleet: tuple[Any, Watch], served: Served, upstream: SyncUpstream
+) -> None:
+    """Format screenshot: the picture (fetched with the key, shown as a data: image within
+    the console's CSP) beside the rendered markdown, from one browser load."""
+    page, watch = fleet
+    page.fill("#try-url", upstream.base_url + "/article")
+    page.select_option("#try-format", "screenshot")
+    page.select_option("#try-engine", "browser")
+    page.click("#try-go")
+    img = page.locator("#try-shot")
+    img.wait_for()
+    page.wait_for_function("() => document.getElementById('try-shot').complete")
+    size = img.evaluate("i => [i.naturalWidth, i.naturalHeight]")
+    assert size == [1280, 720]
+    assert page.locator("#try-rendered h1").inner_text() == "Hello"
+    assert field_text(page, "#try-result", "Engine") == "browser"
+    assert field_text(page, "#try-result", "Screenshot").startswith("png 1280×720, ")
+    shots = [u for u, _ in watch.api_requests if "/v1/screenshots/sha256:" in u]
+    assert len(shots) == 1
+    shot(page, "try-screenshot")
+
+
 def test_an_error_shows_code_message_and_hint(
     fleet: tuple[Any, Watch], served: Served, refused_port: int
 ) -> None:

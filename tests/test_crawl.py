@@ -210,7 +210,8 @@ async def test_bad_requests_are_refused_whole_and_nothing_is_stored(
             "prefix; include[0]: '/a/[b' is not a valid glob: unclosed '[' at 3; exclude: "
             "expected a list of at most 32 path globs; sitemap: expected true or false; "
             "max_pages: expected an integer from 1 to 1000000; max_depth: expected an integer "
-            "from 0 to 100; options: format: expected one of markdown, text, html, raw"
+            "from 0 to 100; options: format: expected one of markdown, text, html, raw, "
+            "screenshot"
         )
         with pytest.raises(InvalidUrl):
             await submit_crawl(rig.jobs, rig.service, INDEXER, "k", {"url": "gopher://x/"}, 0)

@@ -296,5 +296,9 @@ def test_cli_header_and_cookie_flags() -> None:
         header=["X-Key: v"],
         cookie=None,
         actions=None,
+        screenshot=None,
+        full_page=False,
+        viewport=None,
+        quality=None,
     )
     assert _fetch_options(args) == {"headers": {"X-Key": "v"}}

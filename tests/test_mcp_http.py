@@ -165,7 +165,7 @@ async def test_options_are_checked_as_the_schema_says(served: Served) -> None:
         (
             "batch_submit",
             {"urls": [url], "options": {"format": "pdf"}},
-            "options: format: expected one of markdown, text, html, raw",
+            "options: format: expected one of markdown, text, html, raw, screenshot",
         ),
     ]
     async with mcp_http(served, served.fleet_key) as session:

@@ -193,7 +193,8 @@ def check_errors(insps: list[Inspector], job_id: str) -> None:
         ("invalid_request", "limit: expected an integer from 1 to 100"),
     ]
     assert errors[1]["hint"] == (
-        "batch_submit options take: format, main_content, selector, exclude, max_bytes, max_age_s."
+        "batch_submit options take: format, main_content, selector, exclude, max_bytes, "
+        "max_age_s, screenshot."
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from sift.browser.actions import Action, check_for_class, parse_actions
+from sift.browser.shot import MAX_SIDE, SHOT_TYPES, ShotSpec
 from sift.config import CallerClass, ClassSettings
 from sift.errors import BadRequest
 from sift.fetch.credentials import Credentials, Pairs, check_total, parse_cookies, parse_headers
@@ -23,7 +24,8 @@ from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
 from sift.render.selector import LIMITS_TEXT, check_selectors
 from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
 
-Format = Literal["markdown", "text", "html", "raw"]
+# screenshot: the page's markdown and a picture of it, taken by the browser (docs/browser.md).
+Format = Literal["markdown", "text", "html", "raw", "screenshot"]
 FORMATS: tuple[str, ...] = get_args(Format)
 # auto: HTTP, and the browser when the page looks like a JavaScript shell (docs/browser.md).
 Engine = Literal["auto", "http", "browser"]
@@ -61,6 +63,7 @@ class FetchOptions:
     headers: Pairs = dataclasses.field(default=(), repr=False)
     cookies: Pairs = dataclasses.field(default=(), repr=False)
     actions: tuple[Action, ...] = ()  # page actions, run in the browser before reading it
+    screenshot: ShotSpec | None = None  # set exactly when format is "screenshot"
 
     @property
     def credentials(self) -> Credentials:
@@ -109,6 +112,7 @@ def parse_options(
         _parse_option(name, value, from_query, out, problems)
     if "headers" in out or "cookies" in out:
         check_total(out.get("headers") or (), out.get("cookies") or (), problems)
+    _settle_screenshot(data, out, problems)
     if not problems and ("selector" in out or "exclude" in out):
         # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
         problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
@@ -186,6 +190,13 @@ def _parse_option(
             out[name] = value
     elif name == "actions":
         out[name] = parse_actions(value, from_query, problems, MAX_SELECTOR_CHARS)
+    elif name == "screenshot":
+        if from_query:
+            problems.append(
+                "screenshot: its options go in a POST body; a query takes format=screenshot"
+            )
+        else:
+            out[name] = _parse_shot(value, problems)
     elif name == "timeout_s":
         if from_query and isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -198,6 +209,50 @@ def _parse_option(
             problems.append("timeout_s: expected a number of seconds above 0")
         else:
             out[name] = float(value)
+
+
+_SHOT_FIELDS: tuple[str, ...] = ("type", "full_page", "width", "height", "quality")
+
+
+def _parse_shot(value: Any, problems: list[str]) -> ShotSpec | None:
+    """The ``screenshot`` object: ``{type, full_page, width, height, quality}``, all optional."""
+    if not isinstance(value, dict):
+        problems.append("screenshot: expected an object {type, full_page, width, height, quality}")
+        return None
+    unknown = sorted(set(value) - set(_SHOT_FIELDS))
+    if unknown:
+        problems.append(f"screenshot: unknown field {', '.join(unknown)}")
+        return None
+    before = len(problems)
+    fields: dict[str, Any] = {}
+    if value.get("type") is not None:
+        if value["type"] not in SHOT_TYPES:
+            problems.append(f"screenshot.type: expected one of {', '.join(SHOT_TYPES)}")
+        fields["type"] = value["type"]
+    if value.get("full_page") is not None:
+        fields["full_page"] = _bool("screenshot.full_page", value["full_page"], False, problems)
+    for name, hi in (("width", MAX_SIDE), ("height", MAX_SIDE), ("quality", 100)):
+        v = value.get(name)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+                problems.append(f"screenshot.{name}: expected an integer from 1 to {hi}")
+            fields[name] = v
+    if fields.get("quality") is not None and fields.get("type", "png") == "png":
+        problems.append("screenshot.quality: only for type jpeg or webp")
+    return ShotSpec(**fields) if len(problems) == before else None
+
+
+def _settle_screenshot(data: Mapping[str, Any], out: dict[str, Any], problems: list[str]) -> None:
+    """``format: "screenshot"`` and the ``screenshot`` object go together: the format alone
+    takes the default spec, the object alone implies the format; the object with another
+    format is refused."""
+    given = data.get("screenshot") is not None
+    if out.get("format") == "screenshot" and not given:
+        out["screenshot"] = ShotSpec()
+    elif given and "format" not in out and data.get("format") is None:
+        out["format"] = "screenshot"
+    elif given and out.get("format") not in (None, "screenshot"):
+        problems.append("screenshot: only with format screenshot")
 
 
 _SELECTOR_HINT = "Use a simple CSS selector such as 'article', 'div.content' or '#main p'. " + (
@@ -240,6 +295,8 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
             hint="Drop headers and cookies, or ask the operator to set "
             f"classes.{caller_class}.credentials = true.",
         )
+    if opts.screenshot is not None:
+        _check_shot(opts, opts.screenshot, caller_class, limits)
     if opts.wait_for is not None and opts.engine == "http":
         raise BadRequest(
             "wait_for: only the browser waits for selectors",
@@ -247,3 +304,25 @@ def apply_class(opts: FetchOptions, caller_class: CallerClass, limits: ClassSett
         )
     check_for_class(opts.actions, opts.engine, caller_class, limits, timeout_s)
     return Effective(max_bytes, timeout_s, ("clamped",) if clamped else ())
+
+
+def _check_shot(
+    opts: FetchOptions, spec: ShotSpec, caller_class: CallerClass, limits: ClassSettings
+) -> None:
+    """A screenshot needs the browser, and its viewport must fit the class's pixels."""
+    if opts.engine == "http":
+        raise BadRequest(
+            "format: screenshots are taken by the browser; engine http cannot take one",
+            hint="Drop engine=http (auto and browser both take the screenshot in the browser).",
+        )
+    if not limits.browser:
+        raise BadRequest(
+            f"format: the {caller_class} class may not use the browser, which takes screenshots",
+            hint=f"Ask the operator to set classes.{caller_class}.browser = true.",
+        )
+    if spec.pixels > limits.screenshot_max_pixels:
+        raise BadRequest(
+            f"screenshot: a {spec.width}x{spec.height} viewport is {spec.pixels} pixels, over "
+            f"the {limits.screenshot_max_pixels} your class may have",
+            hint="Ask for a smaller width and height (a full page is cut at the limit).",
+        )

@@ -7,6 +7,7 @@ in-process caches keep it without invalidation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,9 @@ class Snapshot:
     retry_after: int | None = None
     # The page actions' outcomes, for a browser load with actions (from the page entry).
     actions: list[dict[str, Any]] | None = None
+    # The screenshot of the load this snapshot was read from (format "screenshot"): digest,
+    # type, bytes, width, height, page_height. From the page entry, like retry_after.
+    screenshot: Mapping[str, Any] | None = None
 
     def to_payload(self) -> bytes:
         meta = {

@@ -14,6 +14,7 @@ from sift.browser.actions import (
     MAX_WAIT_MS,
     ActionKind,
 )
+from sift.browser.shot import DEFAULT_HEIGHT, DEFAULT_QUALITY, DEFAULT_WIDTH, MAX_SIDE
 from sift.config import MAX_ACTION_STEPS
 from sift.fetch.credentials import (
     MAX_COOKIES,
@@ -51,7 +52,7 @@ FieldName = Annotated[
 HeaderValue = Annotated[str, Field(max_length=MAX_VALUE_BYTES, pattern=r"^[\t\x20-\x7e]*$")]
 CookieValue = Annotated[str, Field(max_length=MAX_VALUE_BYTES)]
 # Options a query string never carries (GET /v1/fetch refuses them: URLs end up in logs).
-BODY_ONLY_OPTIONS: Final = ("headers", "cookies")
+BODY_ONLY_OPTIONS: Final = ("headers", "cookies", "screenshot")  # secrets, and an object
 
 
 class PageAction(BaseModel):
@@ -92,14 +93,34 @@ class ActionOutcome(BaseModel):
     downloads_refused: int | None = Field(None, description="Downloads it started, cancelled.")
 
 
+class ScreenshotOptions(BaseModel):
+    """What picture to take (format screenshot); every field has a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["png", "jpeg", "webp"] = Field("png", description="Image type.")
+    full_page: bool = Field(
+        False,
+        description="The whole page, cut at the class's screenshot_max_pixels (warning "
+        "screenshot_cut); false: the viewport.",
+    )
+    width: int = Field(DEFAULT_WIDTH, ge=1, le=MAX_SIDE, description="Viewport width, CSS px.")
+    height: int = Field(DEFAULT_HEIGHT, ge=1, le=MAX_SIDE, description="Viewport height, CSS px.")
+    quality: int | None = Field(
+        None, ge=1, le=100, description=f"jpeg and webp only (default {DEFAULT_QUALITY})."
+    )
+
+
 class FetchRequest(BaseModel):
     """Options of one fetch. Unknown options are refused (422)."""
 
     model_config = ConfigDict(extra="forbid")
 
     url: Url
-    format: Literal["markdown", "text", "html", "raw"] = Field(
-        "markdown", description="markdown, text, cleaned main-content html, or the raw body."
+    format: Literal["markdown", "text", "html", "raw", "screenshot"] = Field(
+        "markdown",
+        description="markdown, text, cleaned main-content html, the raw body, or screenshot: "
+        "the page's markdown and a picture of it, both from one browser load.",
     )
     main_content: bool = Field(True, description="Main content only (false: the whole page).")
     selector: Selector | None = Field(None, description=f"CSS selector to keep. {LIMITS_TEXT}")
@@ -162,11 +183,27 @@ class FetchRequest(BaseModel):
         description="Page actions run in order in the browser before the page is read (the "
         "browser engine implied; at most the class's max_actions). In a GET query: JSON text.",
     )
+    screenshot: ScreenshotOptions | None = Field(
+        None,
+        description="The picture to take; implies format screenshot (POST only: a query "
+        "string takes format=screenshot with the defaults).",
+    )
 
 
 class Link(BaseModel):
     text: str
     url: str
+
+
+class ScreenshotView(BaseModel):
+    digest: str = Field(description="sha256 of the image bytes.")
+    type: Literal["png", "jpeg", "webp"]
+    bytes: int
+    width: int
+    height: int
+    url: str = Field(
+        description="/v1/screenshots/{digest}: the image, for the callers it was given to."
+    )
 
 
 class FetchEnvelope(BaseModel):
@@ -200,6 +237,9 @@ class FetchEnvelope(BaseModel):
         description="HTML only: what the page declares about itself (description, author, "
         "published, modified, site_name, canonical_url, image, lang, keywords); absent "
         "fields are omitted.",
+    )
+    screenshot: ScreenshotView | None = Field(
+        None, description="format screenshot: the picture taken (GET its url, same key)."
     )
     retry_after: int | None = Field(
         None,

@@ -29,12 +29,13 @@ CACHE_OUTCOMES = ("hit", "miss", "revalidated")
 
 
 class CacheStats(BaseModel):
-    bytes: int = Field(description="Stored bytes of cached bodies and renders.")
+    bytes: int = Field(description="Stored bytes of cached bodies, renders and screenshots.")
     max_bytes: int = Field(description="The content cache's byte budget.")
     pages: int
     bodies: int
     renders: int
     robots: int = Field(description="Stored robots.txt entries.")
+    screenshots: int = Field(description="Screenshots held (format screenshot).")
     evictions: int = Field(description="Entries evicted since the server started.")
     outcomes: dict[str, int] = Field(
         description="Fetch answers by their envelope's cache field (hit, miss, revalidated) "
@@ -97,6 +98,7 @@ def install_stats_routes(app: FastAPI) -> None:
                 "bodies": raw.get("bodies", 0),
                 "renders": raw.get("renders", 0),
                 "robots": raw.get("robots", 0),
+                "screenshots": raw.get("shots", 0),
                 "evictions": raw.get("evictions", 0),
                 "outcomes": _cache_outcomes(request.app.state.metrics),
                 "totals": {o: counters.get(o, 0) for o in CACHE_OUTCOMES},

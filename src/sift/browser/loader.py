@@ -13,10 +13,12 @@ and CPU time against the page budget, killed past either) and, for a restricted 
 requests that could write to another origin are refused (``writes.py``).
 
 The result is a ``FetchResult`` whose body is the HTML the browser built, so the service
-caches and renders it like any fetched page. Errors: ``Blocked`` (the URL, a redirect or
-a navigation was refused), ``BrowserTimeout``, ``BrowserFailed`` (the tab crashed, e.g.
-over its heap; or the browser died), its ``BrowserMemoryExceeded`` and ``BrowserCpuExceeded``
-(the watchdog stopped the page), ``TooLarge`` (a budget was spent), ``ActionFailed`` (a
+caches and renders it like any fetched page; with a ``ShotOrder`` (``load_page``), also a
+screenshot, taken as the last step, after the DOM is read (``shot.py``). Errors:
+``Blocked`` (the URL, a redirect or a navigation was refused), ``BrowserTimeout``,
+``BrowserFailed`` (the tab crashed, e.g. over its heap; or the browser died), its
+``BrowserMemoryExceeded`` and ``BrowserCpuExceeded`` (the watchdog stopped the page),
+``TooLarge`` (a budget was spent, or a screenshot over its bytes), ``ActionFailed`` (a
 page action could not be done), and ``BrowserUnavailable`` from the launcher.
 """
 
@@ -26,13 +28,14 @@ import asyncio
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sift.browser.actions import ActionPlan, run_actions
 from sift.browser.credentials import CredentialGate
 from sift.browser.launcher import Launcher
 from sift.browser.limits import PageLimits, PageSlots
 from sift.browser.proxy import GuardProxy, ProxyLimits
+from sift.browser.shot import Shot, ShotOrder, capture
 from sift.browser.watchdog import PageBudget, PageWatch, Stop, renderer_pids
 from sift.browser.writes import WriteGuard
 from sift.config import BrowserSettings
@@ -51,7 +54,7 @@ from sift.metrics import Metrics
 
 if TYPE_CHECKING:
     from playwright.async_api import Browser as PWBrowser
-    from playwright.async_api import BrowserContext, Page
+    from playwright.async_api import BrowserContext, Page, Response
 
 log = logging.getLogger("sift.browser")
 # Serialize the DOM in the page, and only if it fits: an oversized DOM never leaves it.
@@ -65,6 +68,15 @@ _NO_POPUPS_JS = "window.open = () => null;"
 CLOSE_TIMEOUT_S = 5.0
 # Part of the deadline kept for serializing the page after the network-quiet wait.
 EXTRACT_RESERVE_S = 2.0
+# … and, when a screenshot is asked for, for taking it (a tall WebP takes seconds).
+SHOT_RESERVE_S = 5.0
+
+
+class Loaded(NamedTuple):
+    """A loaded page: what was read, and its screenshot when one was asked for."""
+
+    result: FetchResult
+    shot: Shot | None = None
 
 
 class Browser:
@@ -114,7 +126,11 @@ class Browser:
     async def close(self) -> None:
         await self.launcher.close()
 
-    async def load(
+    async def load(self, url: str, policy: FetchPolicy, **kwargs: Any) -> FetchResult:
+        """``load_page`` without a screenshot: what was read."""
+        return (await self.load_page(url, policy, **kwargs)).result
+
+    async def load_page(
         self,
         url: str,
         policy: FetchPolicy,
@@ -127,10 +143,11 @@ class Browser:
         class_pages: int = 0,
         credentials: Credentials | None = None,
         actions: ActionPlan | None = None,
-    ) -> FetchResult:
+        shot: ShotOrder | None = None,
+    ) -> Loaded:
         """Load ``url`` for a caller under ``policy``, running ``actions`` on it before it is
-        read; see the module docstring. ``credentials`` go only to requests for ``url``'s
-        origin (``credentials.py``)."""
+        read (and shooting it, given ``shot``); see the module docstring. ``credentials`` go
+        only to requests for ``url``'s origin (``credentials.py``)."""
         target = self.fetcher.check_url(url, policy)  # the caller's URL: same rules as HTTP
         started = time.monotonic()
         outcome = "error"
@@ -147,6 +164,7 @@ class Browser:
                         restricted=caller_class == "restricted",
                         credentials=credentials or None,
                         actions=actions,
+                        shot=shot,
                     )
             outcome = "ok"
             return result
@@ -176,7 +194,8 @@ class Browser:
         restricted: bool,
         credentials: Credentials | None = None,
         actions: ActionPlan | None = None,
-    ) -> FetchResult:
+        shot: ShotOrder | None = None,
+    ) -> Loaded:
         limits = self.limits
         proxy = GuardProxy(
             self.fetcher,
@@ -195,6 +214,8 @@ class Browser:
                 service_workers="block",
                 accept_downloads=False,
                 user_agent=self.fetcher.user_agent,
+                # A screenshot's viewport is the caller's; else Playwright's 1280x720.
+                viewport=shot.spec.viewport if shot is not None else None,
             )
             # Popups: window.open does nothing; any page opened another way is closed.
             await ctx.add_init_script(_NO_POPUPS_JS)
@@ -207,7 +228,7 @@ class Browser:
                 gate = self.last_gate = CredentialGate(page, url, credentials)
                 await gate.start(ctx)
             return await self._race(
-                browser, page, proxy, url, wait_for, deadline_at, watch, actions
+                browser, page, proxy, url, wait_for, deadline_at, watch, actions, shot
             )
         finally:
             refused = proxy.stats.refused + (len(writes.refused) if writes else 0)
@@ -249,12 +270,13 @@ class Browser:
         deadline_at: float,
         watch: PageWatch | None,
         actions: ActionPlan | None = None,
-    ) -> FetchResult:
+        shot: ShotOrder | None = None,
+    ) -> Loaded:
         """Run the navigation, ended early by a spent budget, the watchdog or a crash."""
         crashed = asyncio.Event()
         page.on("crash", lambda _: crashed.set())
         work = asyncio.ensure_future(
-            self._navigate(page, proxy, url, wait_for, deadline_at, actions)
+            self._navigate(page, proxy, url, wait_for, deadline_at, actions, shot)
         )
         spent = asyncio.ensure_future(proxy.spent.wait())
         crash = asyncio.ensure_future(crashed.wait())
@@ -298,17 +320,41 @@ class Browser:
         wait_for: str | None,
         deadline_at: float,
         actions: ActionPlan | None = None,
-    ) -> FetchResult:
+        shot: ShotOrder | None = None,
+    ) -> Loaded:
+        """The steps of one load: navigate, wait, act, read the DOM, then shoot (if asked)."""
         resp = await page.goto(url, wait_until="domcontentloaded", timeout=0)
         if resp is not None and resp.headers.get("x-sift-error"):
             raise _refusal(proxy, resp.url)
         if wait_for:
             await page.wait_for_selector(wait_for, state="attached", timeout=0)
         else:
-            await _network_quiet(proxy, self.limits.network_quiet_s, time.monotonic(), deadline_at)
+            quiet_until = deadline_at
+            if shot is not None:  # keep time for the screenshot
+                quiet_until -= min(SHOT_RESERVE_S, (deadline_at - time.monotonic()) / 4)
+            await _network_quiet(proxy, self.limits.network_quiet_s, time.monotonic(), quiet_until)
         outcomes: tuple[dict[str, Any], ...] = ()
         if actions is not None and actions.steps:
             outcomes = await self._act(page, proxy, actions, deadline_at)
+        result = await self._read(page, proxy, url, resp, outcomes)
+        if shot is None:
+            return Loaded(result)
+        session = await page.context.new_cdp_session(page)
+        try:
+            return Loaded(result, await capture(session, shot))
+        finally:
+            await session.detach()
+
+    async def _read(
+        self,
+        page: Page,
+        proxy: GuardProxy,
+        url: str,
+        resp: Response | None,
+        outcomes: tuple[dict[str, Any], ...] = (),
+    ) -> FetchResult:
+        """The page as it is now: its URL and its DOM, refused past ``max_dom_bytes``; with
+        the outcomes of the page actions that led to it."""
         final_url = page.url
         if _refused(proxy, final_url):  # a meta refresh or script navigated to a refused URL
             raise _refusal(proxy, final_url)

@@ -7,7 +7,8 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sift.assembly import own_or_delegate, settings_for
 from sift.cli.actionargs import SYNTAX as ACTION_SYNTAX
@@ -34,7 +35,7 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     add_settings_args(p)
     p.add_argument("url")
-    p.add_argument("--format", choices=["markdown", "text", "html", "raw"])
+    p.add_argument("--format", choices=["markdown", "text", "html", "raw", "screenshot"])
     p.add_argument("--max-bytes", type=int, metavar="N", help="largest slice to return")
     p.add_argument("--offset", type=int, metavar="N", help="UTF-8 byte offset to read from")
     p.add_argument("--digest", metavar="SHA", help="read this snapshot (with --offset)")
@@ -71,9 +72,50 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="STEP",
         help=f"a page action, repeatable, run in order in the browser: {ACTION_SYNTAX}",
     )
+    p.add_argument(
+        "--screenshot",
+        metavar="FILE",
+        help="browser: also write a picture of the page to FILE (.png, .jpg or .webp)",
+    )
+    p.add_argument("--full-page", action="store_true", help="screenshot: the whole page")
+    p.add_argument(
+        "--viewport", metavar="WxH", type=_viewport, help="screenshot: viewport, e.g. 1280x720"
+    )
+    p.add_argument("--quality", type=int, metavar="N", help="screenshot: jpeg/webp quality")
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
     add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)
+
+
+_SHOT_SUFFIXES = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".webp": "webp"}
+
+
+def _usage(message: str) -> NoReturn:
+    print(f"sift fetch: {message}", file=sys.stderr)
+    raise SystemExit(2)  # bad usage, as the epilog says
+
+
+def _viewport(text: str) -> tuple[int, int]:
+    width, sep, height = text.lower().partition("x")
+    if not (sep and width.isdigit() and height.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 1280x720, not {text!r}")
+    return int(width), int(height)
+
+
+def _shot_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``screenshot`` option from --screenshot FILE (its type from the suffix),
+    --full-page, --viewport and --quality; None without --screenshot."""
+    if args.screenshot is None:
+        if args.full_page or args.viewport or args.quality is not None:
+            _usage("--full-page, --viewport and --quality need --screenshot")
+        return None
+    kind = _SHOT_SUFFIXES.get(Path(args.screenshot).suffix.lower())
+    if kind is None:
+        _usage("--screenshot FILE must end in .png, .jpg, .jpeg or .webp")
+    shot: dict[str, Any] = {"type": kind, "full_page": args.full_page, "quality": args.quality}
+    if args.viewport:
+        shot["width"], shot["height"] = args.viewport
+    return {k: v for k, v in shot.items() if v is not None}
 
 
 def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,6 +133,7 @@ def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
         "wait_for": args.wait_for,
         **_credentials(args.header or [], args.cookie or []),
         "actions": args.actions,
+        "screenshot": _shot_options(args),
     }
     return {k: v for k, v in options.items() if v is not None}
 
@@ -121,7 +164,10 @@ def _credentials(header_lines: list[str], cookie_pairs: list[str]) -> dict[str, 
     return {"headers": headers or None, "cookies": cookies or None}
 
 
-async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any]) -> Any:
+async def _fetch_in_process(
+    settings: Settings, url: str, options: dict[str, Any]
+) -> tuple[Any, bytes | None]:
+    """The envelope, and the screenshot's bytes when it carries one."""
     from sift.assembly import assemble, build_render_pool
     from sift.options import parse_options
     from sift.principal import OPERATOR
@@ -130,7 +176,12 @@ async def _fetch_in_process(settings: Settings, url: str, options: dict[str, Any
     # One render worker, started only if the page needs rendering.
     pool = build_render_pool(settings, workers=1)
     async with assemble(settings, render_pool=pool, start_pool=False) as parts:
-        return await parts.service.fetch(OPERATOR, opts)
+        envelope = await parts.service.fetch(OPERATOR, opts)
+        image = None
+        if "screenshot" in envelope:
+            stored = await parts.service.screenshot(OPERATOR, envelope["screenshot"]["digest"])
+            image = stored.data if stored is not None else None
+        return envelope, image
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -156,11 +207,20 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
             with Client(server, key) as client:
                 envelope = client.request("POST", "/v1/fetch", json={"url": args.url, **options})
+                image = client.screenshot(envelope["screenshot"]) if args.screenshot else None
         else:
-            envelope = asyncio.run(_fetch_in_process(settings, args.url, options))
+            envelope, image = asyncio.run(_fetch_in_process(settings, args.url, options))
     finally:
         if lock is not None:
             lock.release()
+    if args.screenshot and image is not None:
+        Path(args.screenshot).write_bytes(image)
+        shot = envelope["screenshot"]
+        print(
+            f"sift: screenshot {shot['width']}x{shot['height']} {shot['type']} "
+            f"({len(image)} bytes) written to {args.screenshot}",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(envelope, ensure_ascii=False, indent=2))
     else:

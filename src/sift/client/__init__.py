@@ -4,6 +4,8 @@
     with Client("http://127.0.0.1:8080", key="sift_…") as sift:
         page = sift.fetch("https://example.com/", max_bytes=4096)
         print(page.title, page.content)
+        shot = sift.fetch("https://example.com/", format="screenshot")
+        png = sift.screenshot(shot)                           # the image's bytes
         for piece in sift.read("https://example.com/long"):   # follows next_offset
             ...
         job = sift.submit(urls, idempotency_key="crawl-42", options={"format": "text"})

@@ -52,6 +52,13 @@ class AsyncClient:
     async def fetch(self, url: str, **options: Any) -> Envelope:
         return await self._send(core.fetch_call(url, options))
 
+    async def screenshot(self, shot: Envelope | Mapping[str, Any] | str) -> bytes:
+        try:
+            response = await self._http.get(core.screenshot_path(shot))
+        except httpx.TransportError as exc:
+            raise core.transport_error(self.base_url, exc) from exc
+        return core.image_of(response)
+
     async def read(self, url: str, **options: Any) -> AsyncIterator[Envelope]:
         env = await self.fetch(url, **options)
         yield env

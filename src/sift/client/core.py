@@ -139,6 +139,24 @@ def next_slice(options: Mapping[str, Any], env: Envelope) -> dict[str, Any] | No
     return {**options, "offset": env.next_offset, "digest": env.digest}
 
 
+def screenshot_path(shot: Envelope | Mapping[str, Any] | str) -> str:
+    """Where a screenshot is: given a ``format="screenshot"`` envelope, its ``screenshot``
+    object, or the image's digest."""
+    if isinstance(shot, Envelope):
+        if shot.screenshot is None:
+            raise ValueError("this envelope has no screenshot (fetch with format='screenshot')")
+        shot = shot.screenshot
+    digest = shot if isinstance(shot, str) else str(shot["digest"])
+    return "/v1/screenshots/" + quote(digest, safe=":")
+
+
+def image_of(response: httpx.Response) -> bytes:
+    """The image bytes of a screenshot answer; the server's error raised otherwise."""
+    if response.status_code >= 400:
+        raise_for(response)
+    return response.content
+
+
 def submit_call(
     urls: Sequence[str | Mapping[str, Any]],
     idempotency_key: str,

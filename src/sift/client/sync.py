@@ -53,6 +53,15 @@ class Client:
         """``POST /v1/fetch`` with ``options`` (format, max_bytes, offset, digest, …)."""
         return self._send(core.fetch_call(url, options))
 
+    def screenshot(self, shot: Envelope | Mapping[str, Any] | str) -> bytes:
+        """The image of a ``format="screenshot"`` fetch (its envelope, its ``screenshot``
+        object or the digest): ``GET /v1/screenshots/{digest}``, this caller's only."""
+        try:
+            response = self._http.get(core.screenshot_path(shot))
+        except httpx.TransportError as exc:
+            raise core.transport_error(self.base_url, exc) from exc
+        return core.image_of(response)
+
     def read(self, url: str, **options: Any) -> Iterator[Envelope]:
         """Every slice of one snapshot of ``url``, following ``next_offset`` and ``digest``."""
         env = self.fetch(url, **options)

@@ -46,6 +46,8 @@ class Envelope:
     page_type: str | None = None  # HTML with main_content: article, forum, product …
     metadata: dict[str, Any] = field(default_factory=dict)  # description, author, dates …
     actions: list[dict[str, Any]] | None = None  # with actions=[…]: each step's outcome
+    # format "screenshot": digest, type, bytes, width, height, url (Client.screenshot reads it)
+    screenshot: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -12,6 +12,9 @@ CallerClass = Literal["fleet", "restricted"]
 CALLER_CLASSES: tuple[CallerClass, ...] = ("fleet", "restricted")
 # The most page actions any class may allow per request (docs/browser.md#page-actions).
 MAX_ACTION_STEPS = 100
+# Screenshots stay well below what image libraries treat as a decompression bomb (Pillow
+# warns past 89 million pixels): the MCP front end scales them (sift/mcp/image.py).
+MAX_SCREENSHOT_PIXELS = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,22 @@ class ClassSettings:
             "step also ends within the page's deadline (browser_timeout_s)."
         ),
     )
+    screenshot_max_pixels: int = field(
+        default=4_194_304,
+        metadata=doc(
+            "Largest screenshot in pixels (width x height; a viewport over it is refused, a "
+            "taller full page is cut to it, warning screenshot_cut); each side is also at "
+            "most 16384, and this at most 67108864."
+        ),
+    )
+    screenshot_max_bytes: int = field(
+        default=4 << 20,
+        metadata=doc(
+            "Largest encoded screenshot; a larger image is shot again shorter (warning "
+            "screenshot_cut), or refused as too_large.",
+            size=True,
+        ),
+    )
     render_timeout_s: float = field(
         default=10.0,
         metadata=doc(
@@ -146,6 +165,8 @@ def _fleet_defaults() -> ClassSettings:
         browser_timeout_s=30.0,
         max_actions=50,
         action_timeout_s=10.0,
+        screenshot_max_pixels=16_777_216,
+        screenshot_max_bytes=16 << 20,
         render_timeout_s=30.0,
         render_max_bytes=32 << 20,
     )
@@ -202,11 +223,23 @@ def check_class_browsers(classes: ClassesSettings, where: str) -> None:
     for cls_name in CALLER_CLASSES:
         check_positive(
             classes.get(cls_name),
-            ("browser_pages", "browser_pages_total", "browser_timeout_s", "action_timeout_s"),
+            (
+                "browser_pages",
+                "browser_pages_total",
+                "browser_timeout_s",
+                "action_timeout_s",
+                "screenshot_max_pixels",
+                "screenshot_max_bytes",
+            ),
             where,
             f"classes.{cls_name}.",
         )
         if not 0 <= classes.get(cls_name).max_actions <= MAX_ACTION_STEPS:
             raise ConfigError(
                 f"{where}: classes.{cls_name}.max_actions: must be between 0 and {MAX_ACTION_STEPS}"
+            )
+        if classes.get(cls_name).screenshot_max_pixels > MAX_SCREENSHOT_PIXELS:
+            raise ConfigError(
+                f"{where}: classes.{cls_name}.screenshot_max_pixels: at most "
+                f"{MAX_SCREENSHOT_PIXELS} (a 8192 x 8192 image)"
             )

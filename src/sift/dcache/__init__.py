@@ -8,6 +8,6 @@ thread for asyncio code. The batch tables' methods ``DB`` carries are the store 
 
 from sift.dcache.aio import AsyncDB
 from sift.dcache.content import PageEntry, body_digest
-from sift.dcache.db import DB
+from sift.dcache.db import DB, StoredShot
 
-__all__ = ["DB", "AsyncDB", "PageEntry", "body_digest"]
+__all__ = ["DB", "AsyncDB", "PageEntry", "StoredShot", "body_digest"]

@@ -1,11 +1,13 @@
-"""The content cache: raw bodies, page entries and rendered outputs under one byte budget.
+"""The content cache: raw bodies, page entries, rendered outputs and screenshots under one
+byte budget (screenshots' own methods are in shots.py).
 
 - Bodies are stored once per SHA-256 of their uncompressed bytes (zstd when it pays, see
   codec.py); the stored bytes live in ``blob``, apart from the small metadata rows.
 - Page entries map a request key (normalised URL + fetch options) to response metadata and a
   body digest. Renders map (body digest, render key) to an opaque payload.
-- ``size()`` is the stored bytes of bodies + renders, kept in a counter (summed once at open).
-  ``evict()`` drops the least recently used bodies and renders until ``size() <= max_bytes``;
+- ``size()`` is the stored bytes of bodies + renders + screenshots, kept in a counter (summed
+  once at open). ``evict()`` drops the least recently used bodies, renders and screenshots
+  until ``size() <= max_bytes``;
   a body goes with its page entries and renders, so a page entry never outlives its body (the
   foreign keys enforce the same).
 - Recency is a global sequence number, not the clock, so the order is exact within a second.
@@ -71,7 +73,8 @@ class ContentCacheMixin(StoreBase):
             self._seq = int(
                 c.execute(
                     "SELECT max((SELECT coalesce(max(lru), 0) FROM body),"
-                    " (SELECT coalesce(max(lru), 0) FROM render))"
+                    " (SELECT coalesce(max(lru), 0) FROM render),"
+                    " (SELECT coalesce(max(lru), 0) FROM shot))"
                 ).fetchone()[0]
             )
 
@@ -81,6 +84,7 @@ class ContentCacheMixin(StoreBase):
             conn.execute(
                 "SELECT (SELECT coalesce(sum(nbytes), 0) FROM body)"
                 " + (SELECT coalesce(sum(nbytes), 0) FROM render)"
+                " + (SELECT coalesce(sum(nbytes), 0) FROM shot)"
             ).fetchone()[0]
         )
 
@@ -264,14 +268,15 @@ class ContentCacheMixin(StoreBase):
     # -- budget ----------------------------------------------------------------------------
 
     def size(self) -> int:
-        """Stored (compressed) bytes of bodies + renders. Batch bytes are not included."""
+        """Stored (compressed) bytes of bodies + renders + screenshots. Batch bytes are not
+        included."""
         self._live()
         return self._bytes
 
     def evict(self, now: int | None = None) -> int:
-        """Remove least-recently-used bodies and renders until ``size() <= max_bytes``; return
-        how many bodies and renders were removed (a body's renders included; its page entries
-        go too but are not counted). On a tie the render goes first (the cheaper loss).
+        """Remove least-recently-used bodies, renders and screenshots until ``size() <=
+        max_bytes``; return how many were removed (a body's renders included; its page entries
+        go too but are not counted). On a tie a screenshot, then a render goes first.
         ``now`` is unused: recency is a sequence, not a time."""
         del now
         removed = 0
@@ -281,8 +286,9 @@ class ContentCacheMixin(StoreBase):
                 candidates = conn.execute(
                     "SELECT * FROM (SELECT 'body', digest, '', lru FROM body ORDER BY lru LIMIT ?)"
                     " UNION ALL SELECT * FROM (SELECT 'render', digest, render_key, lru "
-                    "FROM render ORDER BY lru LIMIT ?) ORDER BY 4, 1 DESC",
-                    (_EVICT_CHUNK, _EVICT_CHUNK),
+                    "FROM render ORDER BY lru LIMIT ?) UNION ALL SELECT * FROM (SELECT 'shot', "
+                    "digest, '', lru FROM shot ORDER BY lru LIMIT ?) ORDER BY 4, 1 DESC",
+                    (_EVICT_CHUNK, _EVICT_CHUNK, _EVICT_CHUNK),
                 ).fetchall()
                 dropped: set[str] = set()
                 for kind, digest, render_key, _lru in candidates:
@@ -293,6 +299,8 @@ class ContentCacheMixin(StoreBase):
                     if kind == "body":
                         dropped.add(digest)
                         f, k = self._drop_body(conn, digest)
+                    elif kind == "shot":
+                        f, k = self._drop_shot(conn, digest)
                     else:
                         f, k = self._drop_render(conn, digest, render_key)
                     freed += f
@@ -318,6 +326,16 @@ class ContentCacheMixin(StoreBase):
         ).fetchall()
         conn.executemany("DELETE FROM blob WHERE id = ?", [(r[1],) for r in rows])
         return sum(int(r[0]) for r in rows), n_renders + 1
+
+    @staticmethod
+    def _drop_shot(conn: sqlite3.Connection, digest: str) -> tuple[int, int]:
+        """Delete a screenshot with its grants and blob: (bytes freed, 1)."""
+        conn.execute("DELETE FROM shot_grant WHERE digest = ?", (digest,))
+        row = conn.execute(
+            "DELETE FROM shot WHERE digest = ? RETURNING nbytes, blob_id", (digest,)
+        ).fetchone()
+        conn.execute("DELETE FROM blob WHERE id = ?", (row[1],))
+        return int(row[0]), 1
 
     @staticmethod
     def _drop_render(conn: sqlite3.Connection, digest: str, render_key: str) -> tuple[int, int]:

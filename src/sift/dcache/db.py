@@ -16,19 +16,20 @@ from collections.abc import Mapping
 from typing import Final
 
 from sift.dcache.codec import DEFAULT_LEVEL
-from sift.dcache.content import ContentCacheMixin, PageEntry, body_digest
+from sift.dcache.content import PageEntry, body_digest
 from sift.dcache.robots import RobotsTableMixin
 from sift.dcache.schema import connect
+from sift.dcache.shots import ShotsMixin, StoredShot
 from sift.errors import ConfigError
 from sift.store.sqlite.tables import BatchTables
 
-__all__ = ["DB", "PageEntry", "body_digest"]
+__all__ = ["DB", "PageEntry", "StoredShot", "body_digest"]
 
 # Counters stats() always reports, zero until something happens.
 _COUNTERS: Final = (
     "hits",
     "misses",
-    *(f"{kind}_{o}" for kind in ("body", "page", "render") for o in ("hits", "misses")),
+    *(f"{kind}_{o}" for kind in ("body", "page", "render", "shot") for o in ("hits", "misses")),
     "evictions",
     "orphan_puts",
     "batch_misses",
@@ -38,7 +39,7 @@ _COUNTERS: Final = (
 )
 
 
-class DB(ContentCacheMixin, RobotsTableMixin, BatchTables):
+class DB(ShotsMixin, RobotsTableMixin, BatchTables):
     """One open database. Build it with ``DB.open``; ``close()`` when done."""
 
     @classmethod
@@ -85,7 +86,7 @@ class DB(ContentCacheMixin, RobotsTableMixin, BatchTables):
     def stats(self) -> dict[str, int]:
         """Counters since open (hits, misses — totals and per body/page/render —, evictions,
         orphan_puts, batch_misses, robots_evictions, …) and gauges (bodies, pages, renders,
-        robots, robots_bytes, bytes, raw_bytes, max_bytes, batch_jobs, batch_bytes)."""
+        shots, robots, robots_bytes, bytes, raw_bytes, max_bytes, batch_jobs, batch_bytes)."""
         with self._read() as conn:
             row = conn.execute(
                 "SELECT (SELECT count(*) FROM body), (SELECT count(*) FROM page),"
@@ -93,6 +94,8 @@ class DB(ContentCacheMixin, RobotsTableMixin, BatchTables):
                 " (SELECT count(*) FROM batch_job),"
                 " (SELECT coalesce(sum(raw_bytes), 0) FROM body)"
                 " + (SELECT coalesce(sum(raw_bytes), 0) FROM render)"
+                " + (SELECT coalesce(sum(nbytes), 0) FROM shot),"
+                " (SELECT count(*) FROM shot)"
             ).fetchone()
             batch_bytes = self._nbytes(conn)
             robots_bytes = self._robots_total(conn)
@@ -102,6 +105,7 @@ class DB(ContentCacheMixin, RobotsTableMixin, BatchTables):
             bodies=int(row[0]),
             pages=int(row[1]),
             renders=int(row[2]),
+            shots=int(row[6]),
             robots=int(row[3]),
             robots_bytes=robots_bytes,
             batch_jobs=int(row[4]),

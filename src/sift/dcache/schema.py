@@ -130,7 +130,30 @@ _V3: Final[tuple[str, ...]] = (
     ) WITHOUT ROWID""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
+# Version 4: screenshots (docs/browser.md#screenshots), in the content cache's byte budget and
+# LRU order, stored by the SHA-256 of the image; and who was served each one: the image is
+# returned only to a caller it was served to (its grant), never to anyone holding the digest.
+_V4: Final[tuple[str, ...]] = (
+    """CREATE TABLE IF NOT EXISTS shot (
+        digest      TEXT PRIMARY KEY,       -- 'sha256:<hex>' of the image bytes
+        blob_id     INTEGER NOT NULL,       -- blob.id holding the image, as encoded
+        type        TEXT NOT NULL,          -- 'png' | 'jpeg' | 'webp'
+        width       INTEGER NOT NULL,
+        height      INTEGER NOT NULL,
+        nbytes      INTEGER NOT NULL,       -- what counts against max_bytes
+        created_at  INTEGER NOT NULL,
+        accessed_at INTEGER NOT NULL,
+        lru         INTEGER NOT NULL        -- the same sequence as body.lru and render.lru
+    )""",
+    "CREATE INDEX IF NOT EXISTS shot_lru ON shot(lru)",
+    """CREATE TABLE IF NOT EXISTS shot_grant (
+        digest TEXT NOT NULL REFERENCES shot(digest),
+        caller TEXT NOT NULL,
+        PRIMARY KEY (digest, caller)
+    ) WITHOUT ROWID""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -1,5 +1,6 @@
 """The MCP ``fetch`` tool's schema, and the page-option fields the job tools share with it
-(``URL_FIELD``, ``FORMAT_FIELD``, ``MAIN_CONTENT_FIELD``, ``SELECTOR_FIELD``).
+(``URL_FIELD``, ``FORMAT_FIELD``, ``MAIN_CONTENT_FIELD``, ``SELECTOR_FIELD``,
+``SCREENSHOT_FIELD``).
 
 The schemas mirror ``sift.options`` (the same names, ranges and defaults as ``/v1/fetch``);
 ``sift.mcp.tools`` still validates every call through the same parser, so a schema a client
@@ -19,8 +20,16 @@ from sift.browser.actions import (
     MAX_SCROLL_PIXELS,
     MAX_WAIT_MS,
 )
+from sift.browser.shot import (
+    DEFAULT_HEIGHT,
+    DEFAULT_QUALITY,
+    DEFAULT_WIDTH,
+    MAX_SIDE,
+    SHOT_TYPES,
+)
 from sift.config import MAX_ACTION_STEPS
 from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
+from sift.mcp.image import VISION_MAX_SIDE
 from sift.options import (
     ENGINES,
     FORMATS,
@@ -49,7 +58,49 @@ FORMAT_FIELD: Final = {
     "enum": list(FORMATS),
     "default": "markdown",
     "description": "markdown: the page as Markdown (default); text: plain text; html: cleaned "
-    "HTML; raw: the body as the server sent it, decoded to text.",
+    "HTML; raw: the body as the server sent it, decoded to text; screenshot: the page loaded "
+    "in the browser, its Markdown and a picture of it (see screenshot).",
+}
+SCREENSHOT_FIELD: Final = {
+    "type": "object",
+    "description": "A picture of the page (implies format screenshot and the browser). The "
+    "fetch tool returns it as an image scaled to fit a vision model (at most "
+    f"{VISION_MAX_SIDE} px on its longest side); batch and crawl results name it by digest.",
+    "properties": {
+        "type": {
+            "type": "string",
+            "enum": list(SHOT_TYPES),
+            "default": "png",
+            "description": "Image type.",
+        },
+        "full_page": {
+            "type": "boolean",
+            "default": False,
+            "description": "The whole page down to your class's pixel limit (taller pages "
+            "are cut, warning screenshot_cut), not just the viewport.",
+        },
+        "width": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SIDE,
+            "default": DEFAULT_WIDTH,
+            "description": "Viewport width in CSS pixels.",
+        },
+        "height": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SIDE,
+            "default": DEFAULT_HEIGHT,
+            "description": "Viewport height in CSS pixels.",
+        },
+        "quality": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 100,
+            "description": f"jpeg and webp only; default {DEFAULT_QUALITY}.",
+        },
+    },
+    "additionalProperties": False,
 }
 MAIN_CONTENT_FIELD: Final = {
     "type": "boolean",
@@ -128,7 +179,8 @@ _ACTIONS: Final = {
 
 FETCH_DESCRIPTION: Final = (
     "Fetch a web page and return its content as text (Markdown by default: the main "
-    "content, without navigation and ads). Pages are cached, robots.txt is honoured, and "
+    "content, without navigation and ads), and with format screenshot a picture of it too. "
+    "Pages are cached, robots.txt is honoured, and "
     "only addresses your caller class may reach are fetched.\n\n"
     f"At most max_bytes bytes (UTF-8) are returned, default {DEFAULT_MAX_BYTES}; the cut "
     "falls on a clean boundary. The result's second part is a footer: title, final URL, "
@@ -177,6 +229,7 @@ FETCH_TOOL: Final = types.Tool(
             "headers": _HEADERS,
             "cookies": _COOKIES,
             "actions": _ACTIONS,
+            "screenshot": SCREENSHOT_FIELD,
         },
         "required": ["url"],
         "additionalProperties": False,

@@ -23,7 +23,13 @@ from sift.crawl.spec import (
     MAX_MAP_LIMIT,
     MAX_MAX_PAGES,
 )
-from sift.mcp.fetch_schema import FORMAT_FIELD, MAIN_CONTENT_FIELD, SELECTOR_FIELD, URL_FIELD
+from sift.mcp.fetch_schema import (
+    FORMAT_FIELD,
+    MAIN_CONTENT_FIELD,
+    SCREENSHOT_FIELD,
+    SELECTOR_FIELD,
+    URL_FIELD,
+)
 from sift.options import (
     MAX_EXCLUDES,
     MAX_INT,
@@ -123,6 +129,7 @@ BATCH_SUBMIT_TOOL: Final = types.Tool(
                         "maximum": MAX_INT,
                         "description": "Accept a cached copy at most this many seconds old.",
                     },
+                    "screenshot": SCREENSHOT_FIELD,
                 },
                 "additionalProperties": False,
             },
@@ -198,6 +205,11 @@ _OUTCOME: Final = {
         "digest": {
             "type": "string",
             "description": "Snapshot id: fetch(url, digest=…) reads it from the cache.",
+        },
+        "screenshot": {
+            "type": "object",
+            "description": "format screenshot: the image's digest, type, bytes, width, "
+            "height and url (GET it over HTTP with your key).",
         },
         "error": {
             "type": "object",

@@ -35,6 +35,7 @@ from sift.crawl.submit import submit_crawl
 from sift.errors import BadRequest, SiftError
 from sift.jsonio import dumps, loads
 from sift.mcp.fetch_schema import DEFAULT_MAX_BYTES
+from sift.mcp.image import image_content
 from sift.mcp.job_schema import RESULTS_DEFAULT_LIMIT, RESULTS_MAX_LIMIT
 from sift.mcp.schema import TOOLS, input_schema
 from sift.options import MAX_INT, parse_options
@@ -58,7 +59,15 @@ _JOB_FIELDS: Final = (
 # Where an error result carries the API's error object (a prefixed ``_meta`` key, as the
 # MCP spec asks of implementation-specific metadata).
 ERROR_META_KEY: Final = "sift/error"
-_OUTCOME_FIELDS: Final = ("title", "final_url", "bytes", "total_bytes", "truncated", "digest")
+_OUTCOME_FIELDS: Final = (
+    "title",
+    "final_url",
+    "bytes",
+    "total_bytes",
+    "truncated",
+    "digest",
+    "screenshot",
+)
 
 
 @dataclass(frozen=True)
@@ -130,12 +139,15 @@ class SiftTools:
         opts = parse_options(args)
         with service.inflight.hold(principal):  # the same per-caller cap as /v1/fetch
             envelope = await service.fetch(principal, opts)
-        return types.CallToolResult(
-            content=[
-                types.TextContent(type="text", text=envelope["content"]),
-                types.TextContent(type="text", text=footer(envelope, given)),
-            ]
-        )
+        content: list[types.ContentBlock] = [
+            types.TextContent(type="text", text=envelope["content"])
+        ]
+        tail = ""
+        if "screenshot" in envelope:  # the image itself, sized for a vision model
+            image, tail = await _screenshot(service, principal, envelope["screenshot"])
+            content.extend(image)
+        content.append(types.TextContent(type="text", text=footer(envelope, given) + tail))
+        return types.CallToolResult(content=content)
 
     async def batch_submit(
         self, principal: Principal, args: dict[str, Any]
@@ -205,6 +217,20 @@ class SiftTools:
 
     def _now(self) -> int:
         return int(self._clock())
+
+
+async def _screenshot(
+    service: Service, principal: Principal, shot: Mapping[str, Any]
+) -> tuple[list[types.ImageContent], str]:
+    """The screenshot as an image block (``mcp/image.py``), and the footer line about it."""
+    line = f"\nscreenshot: {shot['type']} {shot['width']}x{shot['height']}"
+    stored = await service.screenshot(principal, shot["digest"])
+    if stored is None:  # evicted since the fetch: rare, and said
+        return [], line + " (no longer cached: fetch again)"
+    block, sent = await image_content(stored.data, stored.type, stored.width, stored.height)
+    if (sent.width, sent.height) != (stored.width, stored.height):
+        line += f", shown scaled to {sent.width}x{sent.height}"
+    return [block], line + f" | full size: GET {shot['url']}"
 
 
 # -- argument checks ----------------------------------------------------------------------
@@ -385,6 +411,8 @@ def _read_on_call(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
             parts.append(f"{secret}=<the same {secret} as this call>")
     if args.get("actions"):  # the page key includes them: the same steps read the same page
         parts.append(f"actions={json.dumps(args['actions'], ensure_ascii=False)}")
+    if args.get("screenshot") is not None:  # part of the snapshot's key
+        parts.append(f"screenshot={json.dumps(args['screenshot'], separators=(',', ':'))}")
     parts.append(f"offset={envelope['next_offset']}")
     parts.append(f"digest={json.dumps(envelope['digest'])}")
     return f"fetch({', '.join(parts)})"

@@ -30,6 +30,7 @@ from sift.api.fetch_routes import install_fetch_routes
 from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health, declare_bearer_auth, keyed
+from sift.api.screenshot_routes import install_screenshot_routes
 from sift.api.stats_routes import install_stats_routes
 from sift.assembly import assemble, build_browser, build_render_pool
 from sift.browser import Browser
@@ -102,6 +103,7 @@ def create_app(
     install_batch_routes(app)
     install_crawl_routes(app)
     hot_routes = install_fetch_routes(app)
+    install_screenshot_routes(app)
     install_stats_routes(app)
     install_console(app)
     wiring.mcp_http = install_mcp(

@@ -20,9 +20,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Literal, NamedTuple
 
 from sift.browser.actions import actions_key
+from sift.browser.shot import Shot, ShotOrder
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.fetch import FetchPolicy, FetchResult, egress_scope
-from sift.jsonio import dumps
+from sift.jsonio import dumps, loads
 from sift.options import Engine, FetchOptions
 from sift.principal import Principal
 from sift.render import RenderOptions
@@ -38,6 +39,7 @@ def page_key_for(
     policy: FetchPolicy,
     engine: Engine,
     private: str = "",
+    shot: ShotOrder | None = None,
 ) -> str:
     """The page entry's key: egress scope (and robots, engine) first, then the URL."""
     # The whole egress scope is part of the key (private access and ranges, ports,
@@ -58,6 +60,8 @@ def page_key_for(
             suffix += "-wait:" + hashlib.sha256(opts.wait_for.encode()).hexdigest()[:16]
         if opts.actions:
             suffix += "-actions:" + actions_key(opts.actions)
+        if shot is not None:  # a load with a screenshot: its spec and the class's bounds
+            suffix += "-shot:" + shot.key()
     # A page fetched with a caller's headers or cookies is that caller's alone: ``private``
     # (``Credentials.tag``: caller and credentials, HMAC'd) keys its entry, renders and
     # single flight apart from everyone else's and from the same caller's other logins.
@@ -117,8 +121,11 @@ class PageCache:
         self.hot.put_page(page_key, page)
         return page, body
 
-    async def store(self, page_key: str, result: FetchResult, now: int) -> tuple[PageEntry, bool]:
-        """Store a fetched page. Also says whether its body is new to the cache."""
+    async def store(
+        self, page_key: str, result: FetchResult, now: int, shot: Shot | None = None
+    ) -> tuple[PageEntry, bool]:
+        """Store a fetched page (and its screenshot, named in the entry's ``headers_json``).
+        Also says whether its body is new to the cache."""
         fields = {
             "url": page_key.split(" ", 1)[1],
             "final_url": result.final_url,
@@ -129,7 +136,9 @@ class PageCache:
             "fetched_at": now,
             "headers_json": _headers_json(result, now),
         }
-        page, new_body = await self.adb.run(_db_store_page, page_key, result.body, fields, now)
+        page, new_body = await self.adb.run(
+            _db_store_page, page_key, result.body, fields, now, shot
+        )
         self.hot.put_page(page_key, page)
         return page, new_body
 
@@ -204,6 +213,19 @@ def _headers_json(result: FetchResult, now: int) -> str:
     return dumps({"charset": result.charset, **_retry_after(result, now), **actions}).decode()
 
 
+def _with_shot(headers_json: str, shot: Shot, digest: str) -> str:
+    """A page entry's ``headers_json`` naming its screenshot (``snapshot.ShotMeta``)."""
+    meta = {
+        "digest": digest,
+        "type": shot.type,
+        "bytes": len(shot.data),
+        "width": shot.width,
+        "height": shot.height,
+        "page_height": shot.page_height,
+    }
+    return dumps({**loads(headers_json), "screenshot": meta}).decode()
+
+
 def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
     """``{"retry_after": seconds}`` for a 429/503 answer with a usable Retry-After header
     (delta seconds or an HTTP date), else ``{}``."""
@@ -223,11 +245,14 @@ def _retry_after(result: FetchResult, now: int) -> dict[str, int]:
 
 
 def _db_store_page(
-    db: DB, page_key: str, body: bytes, fields: dict[str, Any], now: int
+    db: DB, page_key: str, body: bytes, fields: dict[str, Any], now: int, shot: Shot | None
 ) -> tuple[PageEntry, bool]:
-    """Store a fetched body and its page entry, then keep the cache within its budget.
-    Returns the entry and whether the body is new to the cache."""
+    """Store a fetched body (and screenshot) and its page entry, then keep the cache within
+    its budget. Returns the entry and whether the body is new to the cache."""
     with db.transaction():
+        if shot is not None:
+            digest = db.put_shot(shot.data, shot.type, shot.width, shot.height, now)
+            fields = {**fields, "headers_json": _with_shot(fields["headers_json"], shot, digest)}
         digest, new_body = db.put_body_new(body, now)
         page = PageEntry(digest=digest, **fields)
         db.put_page(page_key, page, now)

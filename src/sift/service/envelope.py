@@ -8,6 +8,7 @@ snapshot keeps them whole.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from sift.options import Effective, Engine, FetchOptions
@@ -55,6 +56,10 @@ def envelope(
         env["links"], links_cut = cap_links(snap.rendered.links, max_links, eff.max_bytes)
         if links_cut:
             extra_warnings.append("links_truncated")
+    if opts.screenshot is not None and snap.screenshot is not None:
+        env["screenshot"] = shot_view(snap.screenshot)
+        if snap.screenshot["height"] < snap.screenshot["page_height"]:
+            extra_warnings.append("screenshot_cut")
     if snap.retry_after is not None:
         env["retry_after"] = snap.retry_after
     if opts.actions and snap.actions is not None:
@@ -64,3 +69,16 @@ def envelope(
         warnings = [w for w in warnings if w != "js_required_suspected"]
     env["warnings"] = [*eff.warnings, *warnings, *extra, *extra_warnings]
     return env
+
+
+def shot_view(shot: Mapping[str, Any]) -> dict[str, Any]:
+    """The envelope's ``screenshot``: the image's digest, type, size in bytes and pixels,
+    and the path that returns it (``GET``, the same key: api/screenshot_routes.py)."""
+    return {
+        "digest": shot["digest"],
+        "type": shot["type"],
+        "bytes": shot["bytes"],
+        "width": shot["width"],
+        "height": shot["height"],
+        "url": f"/v1/screenshots/{shot['digest']}",
+    }

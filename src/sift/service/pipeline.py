@@ -17,6 +17,7 @@ Fetches and renders are shared between concurrent callers (``flight.py``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable
@@ -24,8 +25,8 @@ from typing import Any
 
 from sift.browser import Browser
 from sift.config import CALLER_CLASSES, Settings
-from sift.dcache import AsyncDB, PageEntry
-from sift.errors import BrowserTimeout, SiftError, SnapshotGone, UpstreamTimeout
+from sift.dcache import DB, AsyncDB, PageEntry, StoredShot
+from sift.errors import BrowserTimeout, SiftError, SnapshotGone, TooLarge, UpstreamTimeout
 from sift.fetch import Fetcher, FetchPolicy, RobotsChecker
 from sift.jsonio import dumps
 from sift.metrics import Metrics
@@ -47,7 +48,7 @@ from sift.service.flight import Flights
 from sift.service.hotcache import BytesLRU
 from sift.service.inflight import InflightLimiter
 from sift.service.render import Renderer
-from sift.service.upstream import Loader, Upstream
+from sift.service.upstream import Loader, Upstream, shot_order
 from sift.service.validate import Request, Validator
 from sift.snapshot import Snapshot
 from sift.workers import RenderPool
@@ -120,6 +121,11 @@ class Service:
     async def counter_totals(self) -> dict[str, int]:
         """The persistent counters (``sift stats``) as of now, pending ones included."""
         return await self._counters.totals()
+
+    async def screenshot(self, principal: Principal, digest: str) -> StoredShot | None:
+        """A screenshot a fetch result gave ``principal`` (``dcache/shots.py``), while the
+        content cache keeps it; None otherwise, whoever else holds it."""
+        return await self.adb.run(DB.get_shot, digest, principal.name, int(self._clock()))
 
     async def close(self) -> None:
         """Write the counters still pending. Call before closing the database."""
@@ -198,10 +204,35 @@ class Service:
                 extra, memo = (*extra, "browser_failed"), None
         else:
             extra = (*extra, *why)
+        if opts.screenshot is not None and opts.digest is None:
+            snap, state = await self._granted(req, deadline, snap, state)
+            memo = None  # never from the response cache: each answer grants the image
         self._cache_counters[state].inc()
         self._counters.count(state)
         # 5. cap: the caller's slice, in the envelope
         return envelope(snap, opts, req.eff, state, req.limits.max_links, engine, extra), memo
+
+    async def _granted(
+        self, req: Request, deadline: float, snap: Snapshot, state: CacheState
+    ) -> tuple[Snapshot, CacheState]:
+        """A result with a screenshot is given to this caller: grant it the image (the
+        screenshot route serves it to callers holding a grant only). A cached page whose
+        image the byte budget has evicted since is loaded again, once."""
+        for again in (True, False):
+            shot = snap.screenshot
+            now = int(self._clock())
+            if shot is not None and await self.adb.run(
+                DB.grant_shot, shot["digest"], req.principal.name, now
+            ):
+                return snap, state
+            if again:
+                fresh = req._replace(opts=dataclasses.replace(req.opts, max_age_s=0))
+                snap, state, _ = await self._snapshot(fresh, "browser", deadline)
+        raise TooLarge(
+            "The screenshot was evicted as soon as it was stored: the content cache "
+            "(cache.max_bytes) is too small to keep it.",
+            hint="Ask for a smaller screenshot, or ask the operator for a larger cache.",
+        )
 
     async def _snapshot(
         self, req: Request, engine: Engine, deadline: float
@@ -211,7 +242,8 @@ class Service:
         private = ""
         if opts.headers or opts.cookies:  # a private page: this caller's, these values'
             private = opts.credentials.tag(self._private_key, _identity(req.principal))
-        key = page_key_for(req.target.url, opts, req.policy, engine, private)
+        shot = shot_order(opts, req.limits) if engine == "browser" else None
+        key = page_key_for(req.target.url, opts, req.policy, engine, private, shot)
         rkey = render_key_for(req.ropts, key)
         now = int(self._clock())
         if opts.digest is not None:
@@ -298,8 +330,8 @@ class Service:
         With ``load`` (the browser), the page is loaded whole, never conditionally."""
         if load is not None:
             loaded = await load(opts.url, policy, robots)
-            page, new_body = await self._cache.store(page_key, loaded, now)
-            return page, loaded.body, "miss", new_body
+            page, new_body = await self._cache.store(page_key, loaded.result, now, loaded.shot)
+            return page, loaded.result.body, "miss", new_body
         creds = opts.credentials if opts.headers or opts.cookies else None
         result = await self._upstream.fetch(opts.url, policy, stale, robots, creds)
         if result.not_modified and stale is not None:

@@ -86,6 +86,10 @@ class Renderer:
         actions = _actions(page)
         if actions != snap.actions:  # this load's steps (a render may be an older load's)
             snap = replace(snap, actions=actions)
+        if '"screenshot"' in page.headers_json:  # a browser load with a screenshot
+            shot = loads(page.headers_json).get("screenshot")
+            if shot != snap.screenshot:
+                snap = replace(snap, screenshot=shot)
         return snap
 
     async def snapshot_at(

@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 
 from sift.browser import Browser
 from sift.browser.actions import ActionPlan
+from sift.browser.loader import Loaded
+from sift.browser.shot import ShotOrder
 from sift.config import ClassSettings, Settings
 from sift.dcache import DB, AsyncDB, PageEntry
 from sift.errors import BrowserUnavailable, RobotsDisallowed
@@ -25,7 +27,14 @@ from sift.principal import Principal
 from sift.snapshot import Snapshot
 
 # How the browser gets a page (the fetcher's place in the pipeline): url, policy, robots.
-Loader = Callable[[str, FetchPolicy, "RobotsChecker | None"], Awaitable[FetchResult]]
+Loader = Callable[[str, FetchPolicy, "RobotsChecker | None"], Awaitable[Loaded]]
+
+
+def shot_order(opts: FetchOptions, limits: ClassSettings) -> ShotOrder | None:
+    """The screenshot a request asks for, with its class's bounds; None without one."""
+    if opts.screenshot is None:
+        return None
+    return ShotOrder(opts.screenshot, limits.screenshot_max_pixels, limits.screenshot_max_bytes)
 
 
 class _DBRobotsCache:
@@ -76,9 +85,9 @@ class Upstream:
     # -- the engine -----------------------------------------------------------------------
 
     def engine_for(self, opts: FetchOptions) -> Engine:
-        """The engine tried first: the browser only when asked for (``engine`` browser, or
-        page ``actions``), and then it must be there (else ``BrowserUnavailable``)."""
-        wants = opts.engine == "browser" or bool(opts.actions)
+        """The engine tried first: the browser only when asked for (``engine`` browser, page
+        ``actions`` or a screenshot), and then it must be there (else ``BrowserUnavailable``)."""
+        wants = opts.engine == "browser" or bool(opts.actions) or opts.screenshot is not None
         engine: Engine = "browser" if wants else "http"
         if wants and not self.browser_usable():
             raise BrowserUnavailable(self._browser_absent_reason())
@@ -140,11 +149,12 @@ class Upstream:
         browser = self.browser
         assert browser is not None
         limits = self.settings.classes.get(principal.caller_class)
+        shot = shot_order(opts, limits)
 
-        async def load(url: str, policy: FetchPolicy, robots: RobotsChecker | None) -> FetchResult:
+        async def load(url: str, policy: FetchPolicy, robots: RobotsChecker | None) -> Loaded:
             if robots is not None and not await robots.allowed(url):
                 raise RobotsDisallowed("robots.txt disallows this URL.")
-            result = await browser.load(
+            loaded = await browser.load_page(
                 url,
                 policy,
                 caller=principal.name,
@@ -155,16 +165,18 @@ class Upstream:
                 wait_for=opts.wait_for,
                 credentials=opts.credentials or None,
                 actions=ActionPlan(opts.actions, limits.action_timeout_s) if opts.actions else None,
+                shot=shot,
             )
             self._count("browser_pages")
             # A step navigated: the page read must be one robots.txt allows, as every hop of
             # a plain fetch must (the browser cannot ask before it goes there).
-            moved = opts.actions and result.final_url != url
-            if robots is not None and moved and not await robots.allowed(result.final_url):
+            final_url = loaded.result.final_url
+            moved = opts.actions and final_url != url
+            if robots is not None and moved and not await robots.allowed(final_url):
                 raise RobotsDisallowed(
-                    f"robots.txt disallows {result.final_url}, where the page actions led."
+                    f"robots.txt disallows {final_url}, where the page actions led."
                 )
-            return result
+            return loaded
 
         return load
 

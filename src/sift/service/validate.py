@@ -52,7 +52,8 @@ class Validator:
         policy = self.policy_for(principal, eff.timeout_s)
         target = self.check_url(opts.url, policy)
         ropts = RenderOptions(
-            format=opts.format,
+            # A screenshot's text is the page's markdown.
+            format="markdown" if opts.format == "screenshot" else opts.format,
             main_content=opts.main_content,
             selector=opts.selector,
             exclude=opts.exclude,

@@ -1,7 +1,7 @@
 // One fetch envelope on screen: its fields, its content (raw beside rendered markdown),
 // and "Read on" for the next slice of the same snapshot.
 
-import { api } from "./api.js";
+import { api, apiRaw } from "./api.js";
 import { $, badge, bytes, h, replace, setSanitisedHTML, showError, when } from "./dom.js";
 
 // What each warning means (docs/fetching.md, docs/rendering.md, docs/browser.md).
@@ -17,7 +17,20 @@ export const WARNINGS = {
   truncated_input: "the page was larger than the render input limit and was cut",
   render_budget_exceeded: "the rendered output reached the class's limit and ends there",
   links_truncated: "not every link fitted in max_bytes",
+  screenshot_cut: "the page was taller than your class's screenshot limit; the picture ends there",
 };
+
+// A screenshot as a data: URL (the console's CSP allows data: images, not other origins):
+// fetched with the key in its header, like every API call.
+async function screenshotSrc(shot) {
+  const blob = await (await apiRaw("GET", shot.url)).blob();
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+}
 
 const CACHE = {
   hit: "served from sift's cache",
@@ -48,6 +61,9 @@ export function fieldsOf(env, shown) {
       ? field("Actions", h("ol", { class: "actions", start: "0" },
           env.actions.map((o) => h("li", {}, `${o.action}: ${o.ok ? "done" : "failed"}, ${o.ms} ms`,
             o.downloads_refused ? ` (${o.downloads_refused} download(s) refused)` : ""))))
+      : null,
+    env.screenshot
+      ? field("Screenshot", `${env.screenshot.type} ${env.screenshot.width}×${env.screenshot.height}, ${bytes(env.screenshot.bytes)}`)
       : null,
     env.page_type ? field("Page type", env.page_type) : null,
     Object.keys(env.metadata || {}).length
@@ -84,7 +100,25 @@ export class ContentView {
   async show(env) {
     this.slices = [{ text: env.content, html: null, error: null }];
     this.env = env;
+    // The picture comes with the first slice only; reading on keeps it.
+    this.shot = null;
+    if (env.screenshot) {
+      try {
+        this.shot = { src: await screenshotSrc(env.screenshot), error: null };
+      } catch (err) {
+        this.shot = { src: null, error: err };
+      }
+    }
     await this.draw();
+  }
+
+  shotPane() {
+    if (!this.shot) return null;
+    const body = this.shot.src
+      ? h("img", { id: `${this.id}-shot`, class: "shot", src: this.shot.src, alt: `Screenshot of ${this.env.final_url}` })
+      : h("div", { class: "error", role: "alert" });
+    if (!this.shot.src) showError(body, this.shot.error);
+    return h("div", { class: "pane" }, h("h3", {}, "Screenshot"), body);
   }
 
   async readOn() {
@@ -114,7 +148,8 @@ export class ContentView {
     const env = this.env;
     const id = this.id;
     const shown = env.next_offset ?? env.total_bytes;
-    const markdown = env.format === "markdown";
+    // A screenshot's text is the page's markdown.
+    const markdown = env.format === "markdown" || env.format === "screenshot";
     const rendered = markdown ? h("div", { class: "rendered", id: `${id}-rendered`, tabindex: "0", role: "region", "aria-label": "Rendered markdown" }) : null;
     const moreError = h("div", { class: "error", role: "alert", hidden: true });
     const button = env.truncated && this.more
@@ -139,8 +174,12 @@ export class ContentView {
           `Showing ${bytes(shown)} of ${bytes(env.total_bytes)}`),
         button),
       moreError,
-      h("div", { class: markdown ? "panes two" : "panes" },
-        markdown ? h("div", { class: "pane" }, h("h3", {}, "Rendered"), rendered) : null,
+      this.shot
+        ? h("div", { class: "panes two" }, this.shotPane(),
+            h("div", { class: "pane" }, h("h3", {}, "Rendered"), rendered))
+        : null,
+      h("div", { class: markdown && !this.shot ? "panes two" : "panes" },
+        markdown && !this.shot ? h("div", { class: "pane" }, h("h3", {}, "Rendered"), rendered) : null,
         h("div", { class: "pane" }, h("h3", {}, markdown ? "Markdown" : "Content"),
           h("pre", { class: "raw", id: `${id}-raw`, tabindex: "0", "aria-label": "Raw content" }, this.text))),
     );

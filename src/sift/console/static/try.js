@@ -10,6 +10,9 @@ function optionsFromForm() {
     format: $("try-format").value,
     main_content: $("try-main").checked,
   };
+  const engine = $("try-engine").value;
+  if (engine !== "auto") opts.engine = engine;
+  if (opts.format === "screenshot" && $("try-full").checked) opts.screenshot = { full_page: true };
   const max = $("try-max").value.trim();
   if (max) opts.max_bytes = Number(max);
   if ($("try-fresh").checked) opts.max_age_s = 0;
