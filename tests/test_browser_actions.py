@@ -525,3 +525,45 @@ async def test_mcp_client_and_cli(rig: Rig) -> None:
     env_json = json.loads(out)
     assert env_json["content"] == "\n".join(f"- Item {i}" for i in range(1, 7))
     assert steps_of(env_json) == ok("click", "click")
+
+
+# -- with the browser's other options ------------------------------------------------------
+
+
+async def test_actions_then_screenshot_behind_a_login(rig: Rig) -> None:
+    """Issue 20's three request options together: the caller's header reaches the page and
+    its script's request (same origin; the upstream answers 403 without it), the steps run,
+    and the screenshot is taken after them, of the page they left."""
+    seen: list[str] = []
+
+    async def login_feed(request: web.Request) -> web.StreamResponse:
+        seen.append(request.path)
+        if request.headers.get("X-Session") != "s1":
+            return web.Response(status=403, text="log in first")
+        if request.path.endswith("/more"):
+            return web.json_response(["Item 3", "Item 4"])
+        page = FEED.replace('"/feed/more?page="', '"/login-feed/more?page="')
+        return web.Response(text=page, content_type="text/html")
+
+    rig.up.route("/login-feed", login_feed, prefix=True)
+    r = await rig.fetch(
+        FLEET_KEY,
+        url=rig.url("/login-feed"),
+        actions=[CLICK_MORE],
+        headers={"X-Session": "s1"},
+        screenshot={"type": "png", "width": 800, "height": 600},
+        selector="#items",
+    )
+    assert r.status_code == 200, r.text
+    env = r.json()
+    assert env["content"] == "\n".join(f"- Item {i}" for i in range(1, 5))
+    assert steps_of(env) == ok("click")
+    assert seen == ["/login-feed", "/login-feed/more"]
+    shot = env["screenshot"]
+    assert (shot["type"], shot["width"], shot["height"]) == ("png", 800, 600)
+    image = await rig.client.get(shot["url"], headers=auth(FLEET_KEY))
+    assert image.status_code == 200
+    assert image.content[:8] == b"\x89PNG\r\n\x1a\n" and len(image.content) == shot["bytes"]
+    # Private (the header) and keyed by its steps: the restricted caller gets none of it.
+    other = await rig.client.get(shot["url"], headers=auth(RESTRICTED_KEY))
+    assert other.status_code == 404
