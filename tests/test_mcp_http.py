@@ -146,7 +146,8 @@ async def test_mcp_needs_a_key(served: Served, authorization: str | None) -> Non
 
 async def test_options_are_checked_as_the_schema_says(served: Served) -> None:
     """A bad option is a tool error with code, message and hint — never accepted silently
-    (batch_submit's options name six fetch options: robots, offset … are not among them)."""
+        (batch_submit's options name the fetch options that shape a page: robots, offset … are
+    not among them)."""
     url = "http://127.0.0.1:9/never-fetched"
     small = f"max_bytes: must be between 4 and {MAX_INT}"
     cases = [
@@ -166,6 +167,16 @@ async def test_options_are_checked_as_the_schema_says(served: Served) -> None:
             "batch_submit",
             {"urls": [url], "options": {"format": "pdf"}},
             "options: format: expected one of markdown, text, html, raw, screenshot",
+        ),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"actions": [{"action": "click"}]}},
+            "options: actions[0]: click needs selector",
+        ),
+        (
+            "batch_submit",
+            {"urls": [url], "options": {"headers": {"Host": "x"}}},
+            "options: headers: Host is not allowed (sift frames the request itself)",
         ),
     ]
     async with mcp_http(served, served.fleet_key) as session:

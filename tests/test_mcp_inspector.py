@@ -194,7 +194,7 @@ def check_errors(insps: list[Inspector], job_id: str) -> None:
     ]
     assert errors[1]["hint"] == (
         "batch_submit options take: format, main_content, selector, exclude, max_bytes, "
-        "max_age_s, screenshot."
+        "max_age_s, engine, wait_for, actions, headers, cookies, screenshot."
     )
 
 

@@ -115,7 +115,7 @@ SELECTOR_FIELD: Final = {
     "description": "CSS selector: keep only the matching elements (HTML pages), e.g. "
     f"'article' or '#content'. {LIMITS_TEXT}",
 }
-_ENGINE: Final = {
+ENGINE_FIELD: Final = {
     "type": "string",
     "enum": list(ENGINES),
     "default": "auto",
@@ -123,14 +123,14 @@ _ENGINE: Final = {
     "like a JavaScript shell; http: never the browser; browser: always load the page in "
     "the browser (slower; for pages that build their text with JavaScript).",
 }
-_WAIT_FOR: Final = {
+WAIT_FOR_FIELD: Final = {
     "type": "string",
     "minLength": 1,
     "maxLength": MAX_SELECTOR_CHARS,
     "description": "Browser only: CSS selector to wait for before reading the page (for "
     "pages that load their text late), e.g. '#results li'.",
 }
-_HEADERS: Final = {
+HEADERS_FIELD: Final = {
     "type": "object",
     "maxProperties": MAX_HEADERS,
     "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_BYTES},
@@ -140,14 +140,14 @@ _HEADERS: Final = {
     "Connection, User-Agent, Cookie, ...) are refused. The result is private to you; to read "
     "on, pass the same headers with offset and digest.",
 }
-_COOKIES: Final = {
+COOKIES_FIELD: Final = {
     "type": "object",
     "maxProperties": MAX_COOKIES,
     "additionalProperties": {"type": "string", "maxLength": MAX_VALUE_BYTES},
     "description": "For pages behind a login: cookies (name to value) sent to the page's "
     "origin only, like headers.",
 }
-_ACTIONS: Final = {
+ACTIONS_FIELD: Final = {
     "type": "array",
     "maxItems": MAX_ACTION_STEPS,
     "items": {
@@ -224,11 +224,11 @@ FETCH_TOOL: Final = types.Tool(
             },
             "main_content": MAIN_CONTENT_FIELD,
             "selector": SELECTOR_FIELD,
-            "engine": _ENGINE,
-            "wait_for": _WAIT_FOR,
-            "headers": _HEADERS,
-            "cookies": _COOKIES,
-            "actions": _ACTIONS,
+            "engine": ENGINE_FIELD,
+            "wait_for": WAIT_FOR_FIELD,
+            "headers": HEADERS_FIELD,
+            "cookies": COOKIES_FIELD,
+            "actions": ACTIONS_FIELD,
             "screenshot": SCREENSHOT_FIELD,
         },
         "required": ["url"],

@@ -24,11 +24,16 @@ from sift.crawl.spec import (
     MAX_MAX_PAGES,
 )
 from sift.mcp.fetch_schema import (
+    ACTIONS_FIELD,
+    COOKIES_FIELD,
+    ENGINE_FIELD,
     FORMAT_FIELD,
+    HEADERS_FIELD,
     MAIN_CONTENT_FIELD,
     SCREENSHOT_FIELD,
     SELECTOR_FIELD,
     URL_FIELD,
+    WAIT_FOR_FIELD,
 )
 from sift.options import (
     MAX_EXCLUDES,
@@ -129,6 +134,11 @@ BATCH_SUBMIT_TOOL: Final = types.Tool(
                         "maximum": MAX_INT,
                         "description": "Accept a cached copy at most this many seconds old.",
                     },
+                    "engine": ENGINE_FIELD,
+                    "wait_for": WAIT_FOR_FIELD,
+                    "actions": ACTIONS_FIELD,
+                    "headers": HEADERS_FIELD,
+                    "cookies": COOKIES_FIELD,
                     "screenshot": SCREENSHOT_FIELD,
                 },
                 "additionalProperties": False,
