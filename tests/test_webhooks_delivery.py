@@ -1,0 +1,187 @@
+"""Signed webhook delivery through a running sift (real app, real receivers on loopback):
+the signature verifies with the published algorithm and the client's helper, a 500 is
+retried, a redirect is not followed, the delivery log is the caller's alone, and a receiver
+that never answers holds up no other caller."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from standardwebhooks import Webhook
+
+from apphelpers import FLEET2_KEY, FLEET_KEY, auth, running_app
+from sift.client import verify_webhook
+from sift.jsonio import dumps
+from sift.webhooks.signing import new_secret
+from upstream import Upstream
+from webhookrig import FAST, Receiver, deliverer_of, settings_for, until
+
+EVENT: dict[str, Any] = {
+    "type": "watch.changed",
+    "watch_id": "w1",
+    "url": "https://example.test/prices",
+    "change": {"status": "changed", "added": 1, "removed": 1, "diff": "-a\n+b\n"},
+    "fetched_at": 1_700_000_000,
+}
+
+
+async def _log(client: httpx.AsyncClient, watch_id: str) -> list[dict[str, Any]]:
+    r = await client.get(f"/v1/watches/{watch_id}/deliveries")
+    assert r.status_code == 200, r.text
+    items: list[dict[str, Any]] = r.json()["items"]
+    return items
+
+
+async def test_a_receiver_verifies_the_signature_and_the_log_is_the_callers_own(
+    tmp_path: Path,
+) -> None:
+    apps: list[FastAPI] = []
+    async with (
+        Upstream() as up,
+        running_app(settings_for(tmp_path), customize=apps.append) as base,
+        httpx.AsyncClient(base_url=base, headers=auth(FLEET_KEY), timeout=30) as client,
+    ):
+        receiver = Receiver(up)
+        url = receiver.hook("/hook")
+        secret = new_secret()
+        deliverer = deliverer_of(apps)
+        msg_id = await deliverer.enqueue(
+            owner="indexer", source="watch", source_id="w1", url=url, secret=secret, event=EVENT
+        )
+        (got,) = await receiver.wait("/hook", 1)
+        assert got.headers["webhook-id"] == msg_id
+        assert got.headers["content-type"] == "application/json"
+        assert got.body == dumps(EVENT)
+        assert Webhook(secret).verify(got.body, got.headers) == EVENT  # the published library
+        assert verify_webhook(secret, got.headers, got.body) is None  # sift's client
+        stamp = int(got.headers["webhook-timestamp"])
+        assert abs(stamp - got.at) <= 5
+
+        async def delivered() -> bool:
+            return (await _log(client, "w1"))[0]["state"] == "delivered"
+
+        await until(delivered)
+        (item,) = await _log(client, "w1")
+        (attempt,) = item.pop("log")
+        assert item == {
+            "id": msg_id,
+            "type": "watch.changed",
+            "url": url,
+            "state": "delivered",
+            "attempts": 1,
+            "next_attempt_at": None,
+            "created_at": item["created_at"],
+            "finished_at": item["finished_at"],
+        }
+        assert (attempt["n"], attempt["status"], attempt["error"]) == (1, 200, None)
+        assert attempt["duration_ms"] >= 0
+        # Another caller: the same 404 as a watch that does not exist.
+        for key, watch_id in ((FLEET2_KEY, "w1"), (FLEET_KEY, "nope")):
+            r = await client.get(f"/v1/watches/{watch_id}/deliveries", headers=auth(key))
+            assert r.status_code == 404
+            assert r.json() == {
+                "error": {
+                    "code": "not_found",
+                    "message": f"watch {watch_id} not found",
+                    "hint": r.json()["error"]["hint"],
+                }
+            }
+
+
+async def test_a_500_is_retried_once_and_a_redirect_is_never_followed(tmp_path: Path) -> None:
+    apps: list[FastAPI] = []
+    async with (
+        Upstream() as up,
+        running_app(settings_for(tmp_path), customize=apps.append) as base,
+        httpx.AsyncClient(base_url=base, headers=auth(FLEET_KEY), timeout=30) as client,
+    ):
+        receiver = Receiver(up)
+        flaky = receiver.hook("/flaky", (500,))
+        moved = receiver.hook("/moved", (302, 302, 302), headers={"Location": "/elsewhere"})
+        elsewhere = receiver.hook("/elsewhere")
+        deliverer = deliverer_of(apps)
+        secret = new_secret()
+        ids = [
+            await deliverer.enqueue(
+                owner="indexer", source="watch", source_id=w, url=u, secret=secret, event=EVENT
+            )
+            for w, u in (("flaky", flaky), ("moved", moved))
+        ]
+        first, second = await receiver.wait("/flaky", 2)
+        for got in (first, second):  # the same event, the same id, each attempt signed
+            assert got.headers["webhook-id"] == ids[0]
+            verify_webhook(secret, got.headers, got.body)
+
+        async def final(watch_id: str) -> bool:
+            return (await _log(client, watch_id))[0]["state"] in ("delivered", "failed")
+
+        await until(lambda: final("flaky"))
+        await until(lambda: final("moved"))
+        (flaky_item,) = await _log(client, "flaky")
+        assert (flaky_item["state"], flaky_item["attempts"]) == ("delivered", 2)
+        assert [(a["n"], a["status"], a["error"]) for a in flaky_item["log"]] == [
+            (1, 500, "http_500"),
+            (2, 200, None),
+        ]
+        (moved_item,) = await _log(client, "moved")
+        assert (moved_item["state"], moved_item["attempts"]) == ("failed", FAST.max_attempts)
+        assert [(a["status"], a["error"]) for a in moved_item["log"]] == [(302, "http_302")] * 3
+        assert len(receiver.got["/flaky"]) == 2
+        assert len(receiver.got["/moved"]) == 3
+        assert receiver.got[elsewhere.removeprefix(up.url(""))] == []
+
+
+async def test_a_receiver_that_never_answers_does_not_delay_another_caller(
+    tmp_path: Path,
+) -> None:
+    """Caller ``crawler``'s receiver never answers; each of its attempts may hang for
+    ``timeout_s`` = 40 s. Caller ``indexer``'s event, enqueued after three of crawler's,
+    must still arrive well before the first of those times out: the bound asserted is 20 s
+    (generous on a loaded machine: it normally takes one poll, 50 ms), which a deliverer
+    that sends in order, or lets one owner take every slot (concurrency 2, per owner 1
+    here), misses by 20 s at least."""
+    settings = settings_for(
+        tmp_path,
+        webhooks=FAST.__class__(
+            poll_s=0.05, timeout_s=40.0, lease_s=80.0, concurrency=2, per_owner=1
+        ),
+    )
+    apps: list[FastAPI] = []
+    async with Upstream() as up, running_app(settings, customize=apps.append):
+        receiver = Receiver(up)
+        hang = receiver.hook("/hang", hang=True)
+        quick = receiver.hook("/quick")
+        deliverer = deliverer_of(apps)
+        for i in range(3):
+            await deliverer.enqueue(
+                owner="crawler",
+                source="watch",
+                source_id=f"slow{i}",
+                url=hang,
+                secret=new_secret(),
+                event=EVENT,
+            )
+        await receiver.wait("/hang", 1)
+        started = time.monotonic()
+        await deliverer.enqueue(
+            owner="indexer",
+            source="watch",
+            source_id="w",
+            url=quick,
+            secret=new_secret(),
+            event=EVENT,
+        )
+        await receiver.wait("/quick", 1, timeout_s=20.0)
+        assert time.monotonic() - started < 20.0
+        # Crawler holds its one slot: its other two events wait, they never took the other.
+        assert len(receiver.got["/hang"]) == 1
+
+        async def quick_recorded() -> bool:
+            return deliverer.in_flight == 1
+
+        await until(quick_recorded)
+        assert len(receiver.got["/hang"]) == 1
