@@ -30,7 +30,7 @@ from apphelpers import FLEET_KEY, PUBLIC_HOST, PUBLIC_NAME, RESTRICTED_KEY, auth
 from sift.assembly import build_fetcher
 from sift.config import ClassesSettings, ClassSettings, EgressSettings
 from sift.errors import DnsFailure
-from sift.store.webhooks import outbox_of
+from sift.store.outbox import outbox_of
 from upstream import CanaryListener, Upstream
 from webhookrig import FAST, Receiver, deliverer_of, settings_for, until
 

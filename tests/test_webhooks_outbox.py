@@ -13,9 +13,10 @@ import pytest
 from sift.config import StoreSettings
 from sift.dcache import DB, AsyncDB
 from sift.store import BatchJob, BatchStore, NewTarget
+from sift.store.outbox import outbox_of
 from sift.store.postgres.store import PgBatchStore
 from sift.store.sqlite.store import SqliteBatchStore
-from sift.store.webhooks import Attempt, NewDelivery, Outbox, outbox_of
+from sift.store.webhooks import Attempt, NewDelivery, Outbox
 from sift.webhooks.jobs import fire_ended_jobs
 
 T0 = 1_000_000

@@ -13,8 +13,8 @@ from apphelpers import fetcher_for
 from sift.config import StoreSettings
 from sift.fetch import FetchPolicy
 from sift.principal import Principal
+from sift.store.outbox import outbox_of
 from sift.store.postgres.store import PgBatchStore
-from sift.store.webhooks import outbox_of
 from sift.webhooks.deliverer import Deliverer
 from sift.webhooks.outbox import enqueue
 from sift.webhooks.signing import new_secret, verify

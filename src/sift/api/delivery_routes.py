@@ -21,7 +21,7 @@ from sift.api.schema import ERROR_RESPONSES, keyed
 from sift.errors import NotFound
 from sift.jsonio import dumps
 from sift.principal import Principal
-from sift.store.webhooks import outbox_of
+from sift.store.outbox import outbox_of
 
 # Whether a watch exists and is this caller's (the watch room's answer, wired at merge).
 Owns = Callable[[Principal, str], Awaitable[bool]]

@@ -137,7 +137,7 @@ def _with_deliverer(
     from dataclasses import replace
 
     from sift.principal import OPERATOR
-    from sift.store.webhooks import outbox_of
+    from sift.store.outbox import outbox_of
     from sift.webhooks.deliverer import Deliverer
 
     deliverer = Deliverer(

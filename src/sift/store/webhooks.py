@@ -1,5 +1,5 @@
-"""The webhook outbox in the store: its rows, its interface, and the one place that picks
-its backend (the batch store's: the node's SQLite, or the PostgreSQL several nodes share).
+"""The webhook outbox in the store: its rows and its interface (``outbox.outbox_of`` picks
+the backend: the batch store's, the node's SQLite or the PostgreSQL several nodes share).
 
 Three tables (``sqlite/webhooks.py``, ``postgres/webhooks.py``):
 
@@ -23,8 +23,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
-
-from sift.store.base import BatchStore
 
 Source = Literal["watch", "job"]
 DeliveryState = Literal["pending", "sending", "delivered", "failed"]
@@ -177,19 +175,3 @@ def log_view(rows: Sequence[Any], attempts: Sequence[Any]) -> list[dict[str, Any
             }
         )
     return out
-
-
-def outbox_of(store: BatchStore) -> Outbox:
-    """The webhook tables of ``store``'s database (the node's SQLite or the shared
-    PostgreSQL). Cheap: build one wherever it is needed."""
-    if store.backend == "sqlite":
-        from sift.store.sqlite.store import SqliteBatchStore
-        from sift.store.sqlite.webhooks import SqliteOutbox
-
-        assert isinstance(store, SqliteBatchStore)
-        return SqliteOutbox(store.adb)
-    from sift.store.postgres.store import PgBatchStore
-    from sift.store.postgres.webhooks import PgOutbox
-
-    assert isinstance(store, PgBatchStore)
-    return PgOutbox(store.conn)

@@ -21,7 +21,8 @@ from typing import Any, Final
 from sift.errors import BadRequest, Blocked, SiftError
 from sift.options import MAX_URL_BYTES
 from sift.store.base import BatchStore
-from sift.store.webhooks import Outbox, outbox_of
+from sift.store.outbox import outbox_of
+from sift.store.webhooks import Outbox
 from sift.webhooks.outbox import new_delivery
 from sift.webhooks.signing import new_secret
 

@@ -17,7 +17,8 @@ from typing import Any
 from sift.errors import BadRequest
 from sift.jsonio import dumps
 from sift.store.base import BatchStore
-from sift.store.webhooks import SOURCES, NewDelivery, Source, outbox_of
+from sift.store.outbox import outbox_of
+from sift.store.webhooks import SOURCES, NewDelivery, Source
 
 
 def new_message_id() -> str:
