@@ -5,11 +5,13 @@ that never answers holds up no other caller."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
+from aiohttp import web
 from fastapi import FastAPI
 from standardwebhooks import Webhook
 
@@ -185,3 +187,55 @@ async def test_a_receiver_that_never_answers_does_not_delay_another_caller(
 
         await until(quick_recorded)
         assert len(receiver.got["/hang"]) == 1
+
+
+async def test_each_attempt_has_a_deadline_and_reads_a_bounded_answer(tmp_path: Path) -> None:
+    """A receiver that never answers fails each attempt at ``timeout_s`` (upstream_timeout);
+    one that answers 200 with an endless body is delivered: sift reads
+    ``max_response_bytes`` of it and hangs up (unbounded, it would time out instead)."""
+    settings = settings_for(
+        tmp_path,
+        webhooks=dataclasses.replace(
+            FAST, timeout_s=1.0, lease_s=2.0, max_attempts=2, max_response_bytes=1024
+        ),
+    )
+    apps: list[FastAPI] = []
+
+    async def endless(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        while True:
+            await resp.write(b"x" * 65536)
+
+    async with (
+        Upstream() as up,
+        running_app(settings, customize=apps.append) as base,
+        httpx.AsyncClient(base_url=base, headers=auth(FLEET_KEY), timeout=30) as client,
+    ):
+        receiver = Receiver(up)
+        hang = receiver.hook("/hang", hang=True)
+        up.route("/endless", endless)
+        deliverer = deliverer_of(apps)
+        for watch_id, url in (("hang", hang), ("endless", up.url("/endless"))):
+            await deliverer.enqueue(
+                owner="indexer",
+                source="watch",
+                source_id=watch_id,
+                url=url,
+                secret=new_secret(),
+                event=EVENT,
+            )
+
+        async def final(watch_id: str) -> bool:
+            return (await _log(client, watch_id))[0]["state"] in ("delivered", "failed")
+
+        await until(lambda: final("hang"))
+        await until(lambda: final("endless"))
+        (hung,) = await _log(client, "hang")
+        assert hung["state"] == "failed"
+        assert [(a["status"], a["error"]) for a in hung["log"]] == [(None, "upstream_timeout")] * 2
+        assert all(1000 <= a["duration_ms"] < 5000 for a in hung["log"])
+        (streamed,) = await _log(client, "endless")
+        assert [(a["status"], a["error"]) for a in streamed["log"]] == [(200, None)]
+        assert streamed["state"] == "delivered"

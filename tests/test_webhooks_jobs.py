@@ -28,8 +28,10 @@ from standardwebhooks import Webhook
 
 from apphelpers import FLEET_KEY, PUBLIC_HOST, PUBLIC_NAME, RESTRICTED_KEY, auth, running_app
 from sift.assembly import build_fetcher
+from sift.client import AsyncClient, verify_webhook
 from sift.config import ClassesSettings, ClassSettings, EgressSettings
 from sift.errors import DnsFailure
+from sift.jsonio import loads
 from sift.store.outbox import outbox_of
 from upstream import CanaryListener, Upstream
 from webhookrig import FAST, Receiver, deliverer_of, settings_for, until
@@ -91,10 +93,20 @@ async def test_a_job_and_a_crawl_send_one_signed_job_finished_event(tmp_path: Pa
             "status": "done",
             "counts": {**COUNTS, "done": 1, "failed": 0},
         }
+        # The Python client: submit(webhook=...), the secret on the view it returns.
+        client_hook = receiver.hook("/client-done")
+        async with AsyncClient(base, FLEET_KEY) as sift:
+            submitted = await sift.submit([up.url("/b")], idempotency_key="p1", webhook=client_hook)
+        client_secret = submitted.view.webhook_secret
+        assert client_secret is not None and client_secret.startswith("whsec_")
+        (got,) = await receiver.wait("/client-done", 1)
+        verify_webhook(client_secret, got.headers, got.body)
+        assert loads(got.body)["job_id"] == submitted.view.id
         # Once: more turns of the deliverer send nothing more.
         deliverer = deliverer_of(apps)
         assert [await deliverer.run_once() for _ in range(3)] == [0, 0, 0]
-        assert (len(receiver.got["/job-done"]), len(receiver.got["/crawl-done"])) == (1, 1)
+        counts = [len(receiver.got[p]) for p in ("/job-done", "/crawl-done", "/client-done")]
+        assert counts == [1, 1, 1]
 
 
 class MovingResolver:

@@ -166,7 +166,7 @@ class Deliverer:
             self._wake.clear()
             try:
                 await self._turn()
-            except SiftError:
+            except Exception:  # the store down, or a bug: logged; the loop must go on
                 log.exception("webhook delivery turn failed; retrying at the next poll")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.cfg.poll_s)
