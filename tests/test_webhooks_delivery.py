@@ -15,9 +15,16 @@ from aiohttp import web
 from fastapi import FastAPI
 from standardwebhooks import Webhook
 
-from apphelpers import FLEET2_KEY, FLEET_KEY, auth, running_app
+from apphelpers import FLEET2_KEY, FLEET_KEY, auth, fetcher_for, running_app
 from sift.client import verify_webhook
+from sift.config import Caller
+from sift.dcache import DB, AsyncDB
+from sift.fetch import FetchPolicy
 from sift.jsonio import dumps
+from sift.principal import OPERATOR, Principal
+from sift.store.outbox import outbox_of
+from sift.store.sqlite.store import SqliteBatchStore
+from sift.webhooks.deliverer import Deliverer
 from sift.webhooks.signing import new_secret
 from upstream import Upstream
 from webhookrig import FAST, Receiver, deliverer_of, settings_for, until
@@ -239,3 +246,27 @@ async def test_each_attempt_has_a_deadline_and_reads_a_bounded_answer(tmp_path: 
         (streamed,) = await _log(client, "endless")
         assert [(a["status"], a["error"]) for a in streamed["log"]] == [(200, None)]
         assert streamed["state"] == "delivered"
+
+
+async def test_an_event_goes_out_under_its_owners_class_of_now(tmp_path: Path) -> None:
+    """Whom an attempt runs as: the operator as given; a configured caller by its class at
+    the time of the attempt (the key ring reloads); anyone else as restricted."""
+    settings = settings_for(tmp_path)
+    adb = AsyncDB(DB.open(":memory:"))
+    store = SqliteBatchStore(adb)
+    deliverer = Deliverer(
+        settings,
+        outbox_of(store),
+        fetcher_for(settings),
+        lambda p, t: FetchPolicy(allow_private=False),
+        principals={OPERATOR.name: OPERATOR},
+    )
+    assert deliverer.principal("operator") == OPERATOR
+    assert deliverer.principal("indexer") == Principal("indexer", "fleet")
+    assert deliverer.principal("agent") == Principal("agent", "restricted")
+    assert deliverer.principal("removed") == Principal("removed", "restricted")
+    callers = (Caller("indexer", "restricted", "0" * 64),)  # demoted by a key reload
+    deliverer.follow_callers(lambda: callers)
+    assert deliverer.principal("indexer") == Principal("indexer", "restricted")
+    assert deliverer.principal("crawler") == Principal("crawler", "restricted")
+    await adb.close()

@@ -29,10 +29,10 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from sift.config import Settings
+from sift.config import Caller, Settings
 from sift.errors import SiftError
 from sift.fetch import Fetcher, FetchPolicy
 from sift.fetch.post import post
@@ -87,7 +87,8 @@ class Deliverer:
         self._fetcher = fetcher
         self._policy_for = policy_for
         self._principals = dict(principals or {})
-        self._classes = {c.name: c.caller_class for c in settings.callers}
+        self._callers: Callable[[], Sequence[Caller]] = lambda: settings.callers
+        self._classes_of: tuple[Sequence[Caller], dict[str, str]] = ((), {})
         self._clock = clock
         self._tasks: dict[asyncio.Task[None], Delivery] = {}
         self._by_owner: Counter[str] = Counter()
@@ -101,6 +102,12 @@ class Deliverer:
         """Run the loop in the background until ``stop``."""
         if self._main is None:
             self._main = asyncio.create_task(self._loop(), name="webhook-deliverer")
+
+    def follow_callers(self, callers: Callable[[], Sequence[Caller]]) -> None:
+        """Read the callers from ``callers`` at each attempt (``sift serve``: the key ring,
+        which reloads on SIGHUP) instead of the settings: a caller's class change or
+        removal applies to its next attempt."""
+        self._callers = callers
 
     def notify(self) -> None:
         """An event was enqueued (or a job ended) here: look now, not at the next poll."""
@@ -228,7 +235,11 @@ class Deliverer:
         given = self._principals.get(owner)
         if given is not None:
             return given
-        return Principal(owner, self._classes.get(owner, "restricted"))
+        callers = self._callers()
+        if self._classes_of[0] is not callers:  # rebuilt only when the list was replaced
+            self._classes_of = (callers, {c.name: c.caller_class for c in callers})
+        cls = self._classes_of[1].get(owner)
+        return Principal(owner, "fleet" if cls == "fleet" else "restricted")
 
     async def _attempt(self, d: Delivery) -> None:
         cfg = self.cfg
