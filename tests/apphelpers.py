@@ -75,15 +75,19 @@ def fetcher_for(settings: Settings) -> Fetcher:
 
 @asynccontextmanager
 async def running_app(
-    settings: Settings, *, customize: Callable[[FastAPI], None] | None = None
+    settings: Settings,
+    *,
+    customize: Callable[[FastAPI], None] | None = None,
+    fetcher: Fetcher | None = None,
 ) -> AsyncIterator[str]:
     """Serve the real app on 127.0.0.1:<random>; yields its base URL.
 
-    ``customize`` may add test-only routes before the server starts.
+    ``customize`` may add test-only routes before the server starts (or keep the app);
+    ``fetcher`` replaces ``fetcher_for(settings)`` (a test with a resolver of its own).
     """
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     db = DB.open(settings.db_path, max_bytes=settings.cache.max_bytes)
-    app = create_app(settings, db, fetcher_for(settings))
+    app = create_app(settings, db, fetcher or fetcher_for(settings))
     if customize is not None:
         customize(app)
     config = uvicorn.Config(

@@ -38,6 +38,11 @@ class BatchSubmit(BaseModel):
     options: BatchOptions | None = Field(  # type: ignore[valid-type]
         None, description="Default options for every target."
     )
+    webhook: Url | None = Field(
+        None,
+        description="Where to POST a signed job.finished event when the job ends (docs/batch.md"
+        "#job-webhooks); checked against the caller's egress policy like a target.",
+    )
 
 
 class BatchCounts(BaseModel):
@@ -61,6 +66,11 @@ class BatchJobView(BaseModel):
     created_at: int = Field(description="Unix seconds.")
     lease: int = Field(description="Unix seconds of the last submit, result, read or cancel.")
     expires_at: int = Field(description="Unix seconds when the job is deleted unless touched.")
+    webhook_secret: str | None = Field(
+        None,
+        description="Only in the answer that created a job with a webhook: the whsec_ secret "
+        "its events are signed with (never shown again).",
+    )
     crawl: dict[str, Any] | None = Field(
         None,
         description="A crawl's parameters: url, scope, max_pages, max_depth, include, "

@@ -56,6 +56,11 @@ class CrawlRequest(BaseModel):
     options: BatchOptions | None = Field(  # type: ignore[valid-type]
         None, description="Fetch options for every page."
     )
+    webhook: Url | None = Field(
+        None,
+        description="Where to POST a signed job.finished event when the crawl ends "
+        "(docs/batch.md#job-webhooks).",
+    )
 
 
 class MapRequest(BaseModel):

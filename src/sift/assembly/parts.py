@@ -1,12 +1,13 @@
 """``assemble``: every part of a running sift, started in order and closed in reverse.
 
 Start: the database (its worker thread), the batch store, the render pool, the fetcher's
-connection pools, the browser front, the service; then, for a command that runs jobs, the
-runner and ``BatchJobs`` over the store (jobs a previous run left in flight in a store of
-its own are reconciled first). Close, however the block ends: the runner (running targets
-get ``batch.shutdown_grace_s``), the service (its pending counters are written), the
-browser, the fetcher, the render pool, the store, and the database last (queued writes
-finish first).
+connection pools, the browser front, the service; the webhook deliverer, when asked
+(``sift serve``); then, for a command that runs jobs, the runner and ``BatchJobs`` over the
+store (jobs a previous run left in flight in a store of its own are reconciled first).
+Close, however the block ends: the runner (running targets get ``batch.shutdown_grace_s``),
+the deliverer (attempts in flight are released), the service (its pending counters are
+written), the browser, the fetcher, the render pool, the store, and the database last
+(queued writes finish first).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from sift.principal import Principal
     from sift.service import Service
     from sift.store import BatchStore
+    from sift.webhooks.deliverer import Deliverer
     from sift.workers import RenderPool
 
 
@@ -48,6 +50,7 @@ class Parts:
     store: BatchStore | None = None
     runner: Runner | None = None
     jobs: BatchJobs | None = None
+    deliverer: Deliverer | None = None
 
 
 @asynccontextmanager
@@ -66,6 +69,7 @@ async def assemble(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     reconcile: bool = True,
+    webhooks: bool = False,
 ) -> AsyncIterator[Parts]:
     """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
 
@@ -77,6 +81,7 @@ async def assemble(
     may own jobs the runner runs) also builds the runner and ``BatchJobs``, after the
     restart reconciliation — unless ``reconcile=False``: the live jobs were handed over by
     the previous owner of the data directory, to be run, not failed (``sift mcp``).
+    ``webhooks=True`` (with the store) also starts the webhook deliverer.
     ``clock`` (unix seconds) and ``sleep`` reach the service and the runner: tests pass a
     fake pair.
     """
@@ -112,10 +117,40 @@ async def assemble(
         )
         stack.push_async_callback(service.close)
         parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
+        if webhooks and batch_store is not None:
+            parts = _with_deliverer(parts, batch_store, principals, stack, clock)
         if principals is not None:
             assert batch_store is not None
             parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep, reconcile)
         yield parts
+
+
+def _with_deliverer(
+    parts: Parts,
+    store: BatchStore,
+    principals: Mapping[str, Principal] | None,
+    stack: AsyncExitStack,
+    clock: Callable[[], float],
+) -> Parts:
+    """``parts`` with the webhook deliverer over ``store``'s outbox, started (stopped on
+    exit, before the service and the fetcher it sends through)."""
+    from dataclasses import replace
+
+    from sift.principal import OPERATOR
+    from sift.store.outbox import outbox_of
+    from sift.webhooks.deliverer import Deliverer
+
+    deliverer = Deliverer(
+        parts.settings,
+        outbox_of(store),
+        parts.fetcher,
+        parts.service.policy_for,
+        principals={OPERATOR.name: OPERATOR, **(principals or {})},
+        clock=clock,
+    )
+    deliverer.start()
+    stack.push_async_callback(deliverer.stop)
+    return replace(parts, deliverer=deliverer)
 
 
 async def _open_store(settings: Settings, adb: AsyncDB, stack: AsyncExitStack) -> BatchStore:

@@ -20,6 +20,7 @@ from sift.principal import Principal
 from sift.store import BatchJob, BatchStore
 from sift.store.base import job_not_found
 from sift.store.views import TERMINAL_TARGET, item_json, job_view
+from sift.webhooks.jobs import attach, check_webhook, split_webhook
 
 MAX_PAGE_LIMIT: Final = 1000
 # Jobs per ``GET /v1/batch`` answer: a caller has at most ``live_jobs`` live ones, and the
@@ -42,12 +43,16 @@ class BatchJobs:
     ) -> tuple[dict[str, Any], bool]:
         """Validate ``body`` and create a job, or find the live one with this key.
 
-        Returns ``(status view, created)``. Raises ``RequestTooLarge`` (too many targets),
-        ``BadRequest`` (bad targets and targets the caller's egress policy refuses without
-        DNS, listed), ``QuotaExceeded`` / ``ServiceBusy`` (quotas).
+        Returns ``(status view, created)``; a created job with a ``webhook`` has its secret
+        in the view, once (``webhook_secret``, see ``sift.webhooks.jobs``). Raises
+        ``RequestTooLarge`` (too many targets), ``BadRequest`` (bad targets and targets the
+        caller's egress policy refuses without DNS, listed; a refused webhook),
+        ``QuotaExceeded`` / ``ServiceBusy`` (quotas).
         """
         limits = self.settings.classes.get(principal.caller_class)
         check = egress_check(self.runner.service, principal)
+        body, webhook = split_webhook(body)
+        hook_url = check_webhook(check, webhook) if webhook is not None else None
         targets = parse_submission(body, principal, limits, check)
         job = BatchJob(
             id=secrets.token_hex(12),
@@ -69,9 +74,15 @@ class BatchJobs:
             live_jobs=limits.live_jobs,
             live_jobs_total=self.settings.batch.live_jobs_total,
         )
+        secret = None
+        if created and hook_url is not None:
+            secret = await attach(self.store, job_id, principal.name, hook_url, now)
         if created:
             self.runner.notify()
-        return await self.status(principal, job_id, now), created
+        view = await self.status(principal, job_id, now)
+        if secret is not None:
+            view["webhook_secret"] = secret
+        return view, created
 
     async def status(self, principal: Principal, job_id: str, now: int) -> dict[str, Any]:
         """``{id, status, error, targets_total, targets_done, counts, created_at, lease,

@@ -28,6 +28,9 @@ Two kinds of failure never get mixed up:
   …"; "the upstream" in a message is the target site). A failed batch target carries such
   an error in ``BatchItem.error``.
 
+A webhook receiver checks what sift sent it with ``verify_webhook(secret, headers, body)``
+(also ``verify``; Standard Webhooks, ``sift.webhooks.signing``: raises ``InvalidSignature``).
+
 The package: ``wire`` (the answers' models and rebuilt errors), ``core`` (each call built and
 read once), ``sync`` (``Client``, ``Job``) and ``aio`` (``AsyncClient``, ``AsyncJob``), the
 twins that only send and sleep.
@@ -47,6 +50,8 @@ from sift.client.wire import (
     error_from_object,
     error_from_response,
 )
+from sift.webhooks.signing import InvalidSignature, verify
+from sift.webhooks.signing import verify as verify_webhook
 
 __all__ = [
     "DEFAULT_POLL_S",
@@ -58,6 +63,7 @@ __all__ = [
     "BatchItem",
     "Client",
     "Envelope",
+    "InvalidSignature",
     "Job",
     "JobState",
     "JobView",
@@ -65,4 +71,6 @@ __all__ = [
     "TargetState",
     "error_from_object",
     "error_from_response",
+    "verify",
+    "verify_webhook",
 ]

@@ -72,8 +72,9 @@ class AsyncClient:
         *,
         idempotency_key: str,
         options: Mapping[str, Any] | None = None,
+        webhook: str | None = None,
     ) -> AsyncJob:
-        view, created = await self._send(core.submit_call(urls, idempotency_key, options))
+        view, created = await self._send(core.submit_call(urls, idempotency_key, options, webhook))
         return AsyncJob(self, view, created=created)
 
     async def crawl(self, url: str, *, idempotency_key: str, **params: Any) -> AsyncJob:

@@ -161,11 +161,15 @@ def submit_call(
     urls: Sequence[str | Mapping[str, Any]],
     idempotency_key: str,
     options: Mapping[str, Any] | None,
+    webhook: str | None = None,
 ) -> Call[Submitted]:
-    """``POST /v1/batch``: ``urls`` are URL strings or ``{"url", "options"}`` objects."""
+    """``POST /v1/batch``: ``urls`` are URL strings or ``{"url", "options"}`` objects;
+    ``webhook``: where the signed ``job.finished`` event goes."""
     body: dict[str, Any] = {"targets": [u if isinstance(u, str) else dict(u) for u in urls]}
     if options:
         body["options"] = dict(options)
+    if webhook is not None:
+        body["webhook"] = webhook
     return Call(
         "POST", "/v1/batch", _submitted, json=body, headers={"Idempotency-Key": idempotency_key}
     )

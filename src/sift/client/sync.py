@@ -76,11 +76,14 @@ class Client:
         *,
         idempotency_key: str,
         options: Mapping[str, Any] | None = None,
+        webhook: str | None = None,
     ) -> Job:
         """``POST /v1/batch``: a new job, or (``Job.created`` false) the caller's live job
         with this key. ``urls`` are URL strings or ``{"url", "options"}`` objects;
-        ``options`` are defaults for every target."""
-        view, created = self._send(core.submit_call(urls, idempotency_key, options))
+        ``options`` are defaults for every target; ``webhook``: a URL that gets a signed
+        ``job.finished`` event when the job ends (its secret: ``job.view.webhook_secret``,
+        in this answer only)."""
+        view, created = self._send(core.submit_call(urls, idempotency_key, options, webhook))
         return Job(self, view, created=created)
 
     def crawl(self, url: str, *, idempotency_key: str, **params: Any) -> Job:

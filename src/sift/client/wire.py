@@ -71,6 +71,9 @@ class JobView:
     lease: int
     expires_at: int
     kind: str = "batch"  # "crawl" for a job started by crawl()
+    # Only in the answer that created a job with a webhook: the whsec_ secret its
+    # job.finished event is signed with (verify it with sift.client.verify_webhook).
+    webhook_secret: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

@@ -15,13 +15,14 @@ from dataclasses import replace
 from typing import Any
 
 from sift.batch.jobs import BatchJobs
-from sift.batch.submit import refused_entry
+from sift.batch.submit import egress_check, refused_entry
 from sift.crawl.spec import CrawlSpec, parse_crawl
 from sift.errors import BadRequest, Blocked
 from sift.fetch import Target
 from sift.principal import Principal
 from sift.service import Service
 from sift.store import BatchJob, NewTarget
+from sift.webhooks.jobs import attach, check_webhook, split_webhook
 
 
 async def check_start(service: Service, principal: Principal, url: str) -> Target:
@@ -45,10 +46,16 @@ async def check_start(service: Service, principal: Principal, url: str) -> Targe
 async def submit_crawl(
     jobs: BatchJobs, service: Service, principal: Principal, idem_key: str, body: Any, now: int
 ) -> tuple[dict[str, Any], bool]:
-    """``(status view, created)`` for a ``/v1/crawl`` body; raises ``BadRequest`` (listing
-    every bad field), the start URL's fetch errors, ``QuotaExceeded`` / ``ServiceBusy``."""
+    """``(status view, created)`` for a ``/v1/crawl`` body (a created crawl with a
+    ``webhook`` carries its secret once, ``webhook_secret``: ``sift.webhooks.jobs``);
+    raises ``BadRequest`` (listing every bad field; a refused webhook), the start URL's
+    fetch errors, ``QuotaExceeded`` / ``ServiceBusy``."""
     settings = jobs.settings
     limits = settings.classes.get(principal.caller_class)
+    body, webhook = split_webhook(body)
+    hook_url = None
+    if webhook is not None:
+        hook_url = check_webhook(egress_check(service, principal), webhook)
     spec = parse_crawl(body, principal.caller_class, limits)
     start = await check_start(service, principal, spec.url)
     spec = replace(spec, url=start.url)
@@ -60,9 +67,15 @@ async def submit_crawl(
         live_jobs=limits.live_jobs,
         live_jobs_total=settings.batch.live_jobs_total,
     )
+    secret = None
+    if created and hook_url is not None:
+        secret = await attach(jobs.store, job_id, principal.name, hook_url, now)
     if created:
         jobs.runner.notify()
-    return await jobs.status(principal, job_id, now), created
+    view = await jobs.status(principal, job_id, now)
+    if secret is not None:
+        view["webhook_secret"] = secret
+    return view, created
 
 
 def new_crawl_job(principal: Principal, idem_key: str, spec: CrawlSpec, now: int) -> BatchJob:

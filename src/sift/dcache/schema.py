@@ -12,6 +12,7 @@ import sqlite3
 from typing import Final
 
 from sift.errors import StoreError
+from sift.store.sqlite.webhooks import DDL as WEBHOOKS_DDL
 
 MEMORY: Final = ":memory:"
 
@@ -153,7 +154,9 @@ _V4: Final[tuple[str, ...]] = (
     ) WITHOUT ROWID""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
+# Version 5: the webhook outbox, its delivery log and the job webhooks waiting for their
+# job to end (sift.store.webhooks; the DDL lives with its SQL in store/sqlite/webhooks.py).
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, WEBHOOKS_DDL)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

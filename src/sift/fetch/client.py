@@ -157,6 +157,11 @@ class Fetcher:
     def pools(self) -> Pools:
         return self._pools
 
+    @property
+    def is_open(self) -> bool:
+        """Started and not closed (``sift.fetch.post`` sends only then)."""
+        return self._state == "open"
+
     def check_url(self, url: str, policy: FetchPolicy) -> Target:
         """Every check possible without I/O: URL rules, port, local names, literal address."""
         target = validate_url(url, policy)

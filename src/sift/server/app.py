@@ -24,6 +24,7 @@ from sift import __version__
 from sift.api.auth import KeyRing, authenticate
 from sift.api.batch_routes import install_batch_routes, start_batch
 from sift.api.crawl_routes import install_crawl_routes
+from sift.api.delivery_routes import install_delivery_routes
 from sift.api.errors import install_error_handlers
 from sift.api.fastlane import SiftApp
 from sift.api.fetch_routes import install_fetch_routes
@@ -102,6 +103,7 @@ def create_app(
     declare_bearer_auth(app)
     install_batch_routes(app)
     install_crawl_routes(app)
+    install_delivery_routes(app)
     hot_routes = install_fetch_routes(app)
     install_screenshot_routes(app)
     install_stats_routes(app)
@@ -139,8 +141,12 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
         browser=w.browser,
         metrics=w.metrics,
         store=True,
+        webhooks=True,
     ) as parts:
         app.state.store = parts.store
+        app.state.deliverer = parts.deliverer
+        if parts.deliverer is not None:  # a webhook goes out under its owner's class of now
+            parts.deliverer.follow_callers(lambda: keys.callers)
         app.state.adb = parts.adb
         app.state.service = parts.service
         # Everything allocated so far (modules, schemas, settings) lives for the whole run:

@@ -25,6 +25,7 @@ from typing import Final
 import psycopg
 
 from sift.errors import ConfigError
+from sift.store.postgres.webhooks import DDL as WEBHOOKS_DDL
 
 # pg_advisory_xact_lock key of the migration ("sift" + 1 in ASCII).
 MIGRATE_LOCK: Final = 0x73696674_00000001
@@ -154,6 +155,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (job_id, url)
     );
     """,
+    # 3: the webhook outbox, its delivery log and the job webhooks waiting for their job
+    # to end (sift.store.webhooks; the DDL lives with its SQL in webhooks.py).
+    WEBHOOKS_DDL,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

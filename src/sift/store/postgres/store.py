@@ -68,6 +68,11 @@ class PgBatchStore:
             prepare(settings.url)
         return cls(await PgConn.open(settings), settings)
 
+    @property
+    def conn(self) -> PgConn:
+        """The pool (the webhook outbox, ``sift.store.webhooks``, shares it)."""
+        return self._conn
+
     def _tx(self) -> AbstractAsyncContextManager[Cursor]:
         """One transaction (``PgConn.tx``): for the store's methods and for tests."""
         return self._conn.tx()
