@@ -7,13 +7,6 @@ from typing import Annotated, Any, Final, Literal
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from sift.fetch.credentials import (
-    MAX_COOKIES,
-    MAX_HEADERS,
-    MAX_NAME_CHARS,
-    MAX_TOTAL_BYTES,
-    MAX_VALUE_BYTES,
-)
 from sift.browser.actions import (
     MAX_ACTION_TEXT_CHARS,
     MAX_KEY_CHARS,
@@ -22,6 +15,13 @@ from sift.browser.actions import (
     ActionKind,
 )
 from sift.config import MAX_ACTION_STEPS
+from sift.fetch.credentials import (
+    MAX_COOKIES,
+    MAX_HEADERS,
+    MAX_NAME_CHARS,
+    MAX_TOTAL_BYTES,
+    MAX_VALUE_BYTES,
+)
 from sift.options import (
     MAX_EXCLUDES,
     MAX_INT,
@@ -162,11 +162,54 @@ class FetchRequest(BaseModel):
         description="Page actions run in order in the browser before the page is read (the "
         "browser engine implied; at most the class's max_actions). In a GET query: JSON text.",
     )
+    changes: bool = Field(
+        False,
+        description="Compare with your last changes=true fetch of this URL (under tag): the "
+        "envelope gains change (new, same, changed with a diff of the markdown, removed). "
+        "Never answered from a cached copy older than that snapshot. See docs/watches.md.",
+    )
+    tag: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._:-]{1,64}$",
+        description="changes only: a history of its own for this URL (watch:* is reserved).",
+    )
+    ignore: list[Selector] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDES,
+        description="changes only: CSS selectors left out of the comparison (a clock, a "
+        f"counter); the content returned keeps them. {LIMITS_TEXT}",
+    )
 
 
 class Link(BaseModel):
     text: str
     url: str
+
+
+class Change(BaseModel):
+    """What changed since the caller's last ``changes`` fetch of the URL (docs/watches.md)."""
+
+    status: Literal["new", "same", "changed", "removed"] = Field(
+        description="new: no history; same: the compared markdown is unchanged; changed: see "
+        "diff; removed: the page now answers 404 or 410."
+    )
+    previous_fetched_at: int | None = Field(
+        description="When the previous snapshot was last seen (unix seconds); null if new."
+    )
+    previous_digest: str | None = Field(
+        description="The digest of the page at the previous snapshot (the digest its "
+        "envelope carried); null if new."
+    )
+    diff: str | None = Field(
+        description="changed only: a unified diff (--- previous, +++ current) of the "
+        "rendered markdown, ignore selectors left out."
+    )
+    added: int = Field(description="Lines added (the whole diff, also past a cut).")
+    removed: int = Field(description="Lines removed (the whole diff, also past a cut).")
+    truncated: bool = Field(
+        description="The diff covers part of the change only (history.diff_max_lines, "
+        "history.diff_max_bytes)."
+    )
 
 
 class FetchEnvelope(BaseModel):
@@ -208,6 +251,11 @@ class FetchEnvelope(BaseModel):
     )
     actions: list[ActionOutcome] | None = Field(
         None, description="With actions: each step's outcome, in order."
+    )
+    change: Change | None = Field(
+        None,
+        description="With changes=true: what changed since your last snapshot of this URL "
+        "(null for an upstream 429 or 5xx answer, which is not recorded).",
     )
     warnings: list[str]
 
@@ -336,7 +384,7 @@ def fetch_query_parameters() -> list[dict[str, Any]]:
                 "required": name == "url",
                 "schema": prop,
                 "description": prop.pop("description", ""),
-                **({"explode": True, "style": "form"} if name == "exclude" else {}),
+                **({"explode": True, "style": "form"} if name in ("exclude", "ignore") else {}),
             }
         )
     return params

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sift.principal import Principal
     from sift.service import Service
     from sift.store import BatchStore
+    from sift.store.history import HistoryStore
     from sift.workers import RenderPool
 
 
@@ -108,7 +109,14 @@ async def assemble(
         if browser is not None:
             stack.push_async_callback(browser.close)
         service = Service(
-            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser, clock=clock
+            settings,
+            adb,
+            fetcher,
+            render_pool=pool,
+            metrics=metrics,
+            browser=browser,
+            clock=clock,
+            history=_history(settings, adb, batch_store),
         )
         stack.push_async_callback(service.close)
         parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
@@ -116,6 +124,13 @@ async def assemble(
             assert batch_store is not None
             parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep, reconcile)
         yield parts
+
+
+def _history(settings: Settings, adb: AsyncDB, store: BatchStore | None) -> HistoryStore | None:
+    """The change history beside the batch store (store/historyopen.py)."""
+    from sift.store.historyopen import history_for
+
+    return history_for(settings, adb, store)
 
 
 async def _open_store(settings: Settings, adb: AsyncDB, stack: AsyncExitStack) -> BatchStore:

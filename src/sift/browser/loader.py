@@ -28,8 +28,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from sift.browser.credentials import CredentialGate
 from sift.browser.actions import ActionPlan, run_actions
+from sift.browser.credentials import CredentialGate
 from sift.browser.launcher import Launcher
 from sift.browser.limits import PageLimits, PageSlots
 from sift.browser.proxy import GuardProxy, ProxyLimits

@@ -46,6 +46,9 @@ class Envelope:
     page_type: str | None = None  # HTML with main_content: article, forum, product …
     metadata: dict[str, Any] = field(default_factory=dict)  # description, author, dates …
     actions: list[dict[str, Any]] | None = None  # with actions=[…]: each step's outcome
+    # With changes=True: status (new, same, changed, removed), previous_fetched_at,
+    # previous_digest, diff, added, removed, truncated (docs/watches.md).
+    change: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

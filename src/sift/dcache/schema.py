@@ -12,6 +12,7 @@ import sqlite3
 from typing import Final
 
 from sift.errors import StoreError
+from sift.store.sqlite.history import HISTORY_DDL
 
 MEMORY: Final = ":memory:"
 
@@ -130,7 +131,10 @@ _V3: Final[tuple[str, ...]] = (
     ) WITHOUT ROWID""",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3)
+# Version 4: the change history of changes=true fetches (store/sqlite/history.py).
+_V4: Final[tuple[str, ...]] = HISTORY_DDL
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

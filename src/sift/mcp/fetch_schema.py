@@ -12,7 +12,6 @@ from typing import Final
 
 import mcp.types as types
 
-from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
 from sift.browser.actions import (
     ACTION_KINDS,
     MAX_ACTION_TEXT_CHARS,
@@ -21,9 +20,11 @@ from sift.browser.actions import (
     MAX_WAIT_MS,
 )
 from sift.config import MAX_ACTION_STEPS
+from sift.fetch.credentials import MAX_COOKIES, MAX_HEADERS, MAX_VALUE_BYTES
 from sift.options import (
     ENGINES,
     FORMATS,
+    MAX_EXCLUDES,
     MAX_INT,
     MAX_SELECTOR_CHARS,
     MAX_URL_BYTES,
@@ -138,6 +139,27 @@ FETCH_DESCRIPTION: Final = (
     "as tool errors: '<code>: <message>' and a hint saying what to do next."
 )
 
+_CHANGES: Final = {
+    "type": "boolean",
+    "default": False,
+    "description": "Tell what changed since your last fetch of this URL with changes=true: "
+    "the footer says new, same, changed (with +added -removed lines) or removed (404/410), "
+    "and a changed page's unified diff of its markdown follows the footer. Never compares a "
+    "cached copy older than your last snapshot.",
+}
+_TAG: Final = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9._:-]{1,64}$",
+    "description": "With changes: keep a separate history of this URL under this name.",
+}
+_IGNORE: Final = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_SELECTOR_CHARS},
+    "maxItems": MAX_EXCLUDES,
+    "description": "With changes: CSS selectors of parts to leave out of the comparison "
+    "(a clock, a visitor counter); the content returned still has them.",
+}
+
 FETCH_TOOL: Final = types.Tool(
     name="fetch",
     title="Fetch a web page",
@@ -177,6 +199,9 @@ FETCH_TOOL: Final = types.Tool(
             "headers": _HEADERS,
             "cookies": _COOKIES,
             "actions": _ACTIONS,
+            "changes": _CHANGES,
+            "tag": _TAG,
+            "ignore": _IGNORE,
         },
         "required": ["url"],
         "additionalProperties": False,

@@ -130,12 +130,14 @@ class SiftTools:
         opts = parse_options(args)
         with service.inflight.hold(principal):  # the same per-caller cap as /v1/fetch
             envelope = await service.fetch(principal, opts)
-        return types.CallToolResult(
-            content=[
-                types.TextContent(type="text", text=envelope["content"]),
-                types.TextContent(type="text", text=footer(envelope, given)),
-            ]
-        )
+        content: list[types.ContentBlock] = [
+            types.TextContent(type="text", text=envelope["content"]),
+            types.TextContent(type="text", text=footer(envelope, given)),
+        ]
+        change = envelope.get("change")
+        if change and change["diff"]:  # changes=true: the diff after the footer
+            content.append(types.TextContent(type="text", text=change["diff"]))
+        return types.CallToolResult(content=content)
 
     async def batch_submit(
         self, principal: Principal, args: dict[str, Any]
@@ -331,6 +333,8 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     ]
     if envelope.get("actions"):
         lines.append("actions: " + ", ".join(_step_note(o) for o in envelope["actions"]))
+    if envelope.get("change"):
+        lines.append(_change_line(envelope["change"]))
     if truncated:
         call = _read_on_call(envelope, args)
         lines.append(f"to read on, call {call}")
@@ -339,6 +343,18 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     if envelope.get("warnings"):
         lines.append(f"warnings: {', '.join(envelope['warnings'])}")
     return "\n".join(lines)
+
+
+def _change_line(change: Mapping[str, Any]) -> str:
+    """``change: changed +2 -1 | previous 1700000000 (digest sha256:…)`` for changes=true."""
+    line = f"change: {change['status']}"
+    if change["status"] == "changed":
+        line += f" +{change['added']} -{change['removed']}"
+        if change["truncated"]:
+            line += " (diff truncated)"
+    if change["previous_fetched_at"] is not None:
+        line += f" | previous {change['previous_fetched_at']} ({change['previous_digest']})"
+    return line
 
 
 def _step_note(outcome: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from typing import Final
 import psycopg
 
 from sift.errors import ConfigError
+from sift.store.postgres.history import HISTORY_DDL
 
 # pg_advisory_xact_lock key of the migration ("sift" + 1 in ASCII).
 MIGRATE_LOCK: Final = 0x73696674_00000001
@@ -154,6 +155,8 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (job_id, url)
     );
     """,
+    # 3: the change history of changes=true fetches (store/postgres/history.py).
+    HISTORY_DDL,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
