@@ -293,6 +293,30 @@ async def test_batch_targets_carry_the_change(tmp_path: Path) -> None:
     assert [item["result"]["change"]["status"] for item in items] == ["same", "new"]
 
 
+async def test_crawled_pages_carry_the_change(tmp_path: Path) -> None:
+    from sift.crawl.submit import submit_crawl
+
+    async with Upstream() as up, batch_rig(tmp_path) as rig:
+        up.page("/", '<html><body><main><p>Home.</p><a href="/a">a</a><a href="/b">b</a>'
+                "</main></body></html>")  # fmt: skip
+        up.page("/a", page("A."))
+        up.page("/b", page("B."))
+        statuses = []
+        for key in ("c1", "c2"):
+            body = {"url": up.url("/"), "options": {"changes": True, "max_age_s": 0}}
+            view, _ = await submit_crawl(rig.jobs, rig.service, INDEXER, key, body, T0)
+            await rig.runner.run_until_idle()
+            found = await rig.jobs.results_page(INDEXER, view["id"], 0, 10, T0, 1 << 20)
+            items = sorted(loads(found)["items"], key=lambda it: str(it["url"]))
+            statuses.append([(it["url"], it["result"]["change"]["status"]) for it in items])
+            up.page("/b", page("B, again."))
+            rig.clock.now += 10
+    assert statuses == [
+        [(up.url("/"), "new"), (up.url("/a"), "new"), (up.url("/b"), "new")],
+        [(up.url("/"), "same"), (up.url("/a"), "same"), (up.url("/b"), "changed")],
+    ]
+
+
 def test_options_refuse_what_changes_cannot_do() -> None:
     for bad, message in (
         ({"tag": "t"}, "tag: only with changes=true"),

@@ -419,6 +419,8 @@ def compact_outcome(item: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(result, dict):
         out["http_status"] = result["status"]
         out.update({k: result[k] for k in _OUTCOME_FIELDS if k in result})
+        if result.get("change"):  # changes=true: its status (the diff is in the result)
+            out["change"] = result["change"]["status"]
     if "error" in item:
         out["error"] = item["error"]
     return out
