@@ -95,6 +95,9 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "headers",
                 "cookies",
                 "actions",
+                "changes",
+                "tag",
+                "ignore",
             ]
             assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
                 ["url"],
@@ -140,7 +143,7 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "code": "invalid_request",
                 "message": "fetch: unknown argument max_byte",
                 "hint": "fetch takes: url, format, max_bytes, offset, digest, main_content, "
-                "selector, engine, wait_for, headers, cookies, actions.",
+                "selector, engine, wait_for, headers, cookies, actions, changes, tag, ignore.",
             }
             missing = error_of(await call(session, "fetch", {}))
             assert (missing["code"], missing["message"]) == (
