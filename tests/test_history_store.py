@@ -100,7 +100,7 @@ async def test_bounded_by_count_oldest_first(history: HistoryStore) -> None:
     assert await history.nbytes() == 4
 
 
-async def test_bounded_by_bytes_never_the_latest(history: HistoryStore) -> None:
+async def test_bounded_by_bytes_oldest_history_first(history: HistoryStore) -> None:
     limits = HistoryLimits(max_snapshots=10, max_bytes=25)
     ten = [f"{c}" * 10 for c in "abcdef"]
     await history.record("alice", "", "A", snap(ten[0], 100), limits)
@@ -111,19 +111,43 @@ async def test_bounded_by_bytes_never_the_latest(history: HistoryStore) -> None:
     assert await history.nbytes() == 20
     await history.record("alice", "", "B", snap(ten[3], 103), limits)  # B's first goes
     assert await rows(history, "alice", "B") == [(ten[3], 103)]
-    # A budget smaller than the latest snapshots alone: only non-latest ones go.
-    tiny = HistoryLimits(max_snapshots=10, max_bytes=5)
-    await history.record("alice", "", "A", snap(ten[4], 104), tiny)
-    assert await rows(history, "alice", "A") == [(ten[4], 104)]
-    assert await rows(history, "alice", "B") == [(ten[3], 103)]
-    assert await history.nbytes() == 20
     # Oldest first across keys and owners: bob's older snapshot goes before alice's newer.
-    await history.record("bob", "", "C", snap(ten[5], 105), limits)
-    await history.record("bob", "", "C", snap("x", 106), limits)  # 41 > 25
-    await history.record("alice", "", "A", snap("y", 107), limits)
-    assert await rows(history, "bob", "C") == [("x", 106)]
-    assert await rows(history, "alice", "A") == [(ten[4], 104), ("y", 107)]
-    assert await history.nbytes() == 10 + 1 + 10 + 1
+    await history.record("bob", "", "C", snap("x", 104), limits)
+    await history.record("bob", "", "C", snap("y", 105), limits)
+    await history.record("alice", "", "A", snap("z", 106), limits)  # 23: nothing goes
+    await history.record("alice", "", "A", snap(ten[4], 107), limits)  # 33: A's ten[2] goes
+    assert await rows(history, "bob", "C") == [("x", 104), ("y", 105)]
+    assert await rows(history, "alice", "A") == [("z", 106), (ten[4], 107)]
+    assert await history.nbytes() == 10 + 1 + 1 + 1 + 10
+    # 33 again: bob's x (older) goes before alice's z and ten[4].
+    await history.record("alice", "", "A", snap(ten[5], 108), limits)
+    assert await rows(history, "bob", "C") == [("y", 105)]
+    assert await rows(history, "alice", "A") == [(ten[5], 108)]
+    assert await history.nbytes() == 10 + 1 + 10
+
+
+async def test_past_the_budget_latest_snapshots_go_but_never_a_watchs(
+    history: HistoryStore,
+) -> None:
+    """Only latest snapshots left and still too many bytes: the least recently seen go
+    (seen_at, not insertion order), never a watch's, never the one just recorded."""
+    roomy = HistoryLimits(max_snapshots=10, max_bytes=1 << 20)
+    await history.record("alice", "", "A", snap("a" * 10, 100), roomy)
+    await history.record("alice", "watch:w1", "W", snap("w" * 10, 101), roomy)
+    await history.record("alice", "", "B", snap("b" * 10, 102), roomy)
+    await history.record("alice", "", "A", snap("a" * 10, 103), roomy)  # A seen again
+    await history.record("bob", "", "C", snap("c" * 10, 104), HistoryLimits(10, 35))  # 40
+    # B (seen at 102) goes before A (recorded first, but seen at 103).
+    assert await rows(history, "alice", "B") == []
+    assert await rows(history, "alice", "A") == [("a" * 10, 100)]
+    assert await history.nbytes() == 30
+    await history.record("bob", "", "D", snap("d" * 10, 105), HistoryLimits(10, 15))  # 40
+    # A, then C; the watch's stays, and so does the one just recorded, over the budget.
+    assert await rows(history, "alice", "A") == []
+    assert await rows(history, "bob", "C") == []
+    assert await rows(history, "alice", "W", tag="watch:w1") == [("w" * 10, 101)]
+    assert await rows(history, "bob", "D") == [("d" * 10, 105)]
+    assert await history.nbytes() == 20
 
 
 async def test_the_service_keeps_its_history_in_postgresql(tmp_path: Path, pg_url: str) -> None:

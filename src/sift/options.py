@@ -22,6 +22,7 @@ from sift.fetch.credentials import Credentials, Pairs, check_total, parse_cookie
 from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
 from sift.render.selector import LIMITS_TEXT, check_selectors
 from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
+from sift.store.history import WATCH_TAG_PREFIX
 
 Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -39,8 +40,9 @@ _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 # changes=true: a history tag keeps one caller's histories of a URL apart (docs/watches.md).
 MAX_TAG_CHARS = 64
 _TAG_RE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_TAG_CHARS}}}")
-# Tags a watch's checks use (f"watch:{id}"): callers cannot write into a watch's history.
-RESERVED_TAG_PREFIX = "watch:"
+# Tags a watch's checks use (f"watch:{id}"): callers cannot write into a watch's history
+# (nor make their own history unevictable, see store/history.py).
+RESERVED_TAG_PREFIX = WATCH_TAG_PREFIX
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ class FetchOptions:
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
+_OPTION_SET: frozenset[str] = frozenset(OPTION_NAMES)
 # Options that only shape a fetch (used by batch to validate per-target option objects).
 TARGET_OPTION_NAMES: tuple[str, ...] = tuple(n for n in OPTION_NAMES if n not in ("url",))
 
@@ -108,7 +111,7 @@ def parse_options(
 ) -> FetchOptions:
     """Validate untrusted options. ``from_query``: values are strings from a query string."""
     problems: list[str] = []
-    unknown = sorted(set(data) - set(OPTION_NAMES))
+    unknown = sorted(set(data).difference(_OPTION_SET))
     if unknown:
         problems.append(f"unknown option {', '.join(unknown)} (known: {', '.join(OPTION_NAMES)})")
     out: dict[str, Any] = {}
@@ -125,7 +128,8 @@ def parse_options(
         exclude = out.get("exclude") or ()
         found = check_selectors(out.get("selector"), (*exclude, *(out.get("ignore") or ())))
         problems.extend(_ignore_named(p, len(exclude)) for p in found)
-    _check_changes(out, problems)
+    if "changes" in out or "tag" in out or "ignore" in out:
+        _check_changes(out, problems)
     if problems:
         raise BadRequest(
             "invalid options: " + "; ".join(problems),

@@ -21,7 +21,8 @@ class HistorySettings:
         metadata=doc(
             "Byte budget of the change history (snapshot texts, each stored once per "
             "content digest), apart from the cache's; the oldest snapshots that are not a "
-            "URL's latest are evicted first.",
+            "URL's latest are evicted first, then the least recently seen latest ones, never "
+            "a watch's.",
             size=True,
         ),
     )

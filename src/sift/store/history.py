@@ -8,7 +8,9 @@ by every snapshot that has that text; a text goes when no snapshot refers to it.
 
 Bounds (``HistoryLimits``): at most ``max_snapshots`` per key (the oldest go first), and a
 byte budget over all texts: past it the oldest snapshots that are not a key's latest go
-first, so a URL's latest snapshot is never evicted (a watch compares against it).
+first; then, if that is not enough, the latest snapshots least recently seen — but never
+one of a watch (tag ``watch:*``: the watch compares its next check against it) nor the one
+just recorded.
 
 A 404/410 answer is kept as a tombstone: digest ``REMOVED``, no text.
 """
@@ -20,6 +22,10 @@ from typing import Protocol
 
 # The digest of a tombstone: the page answered 404 or 410. No text is stored for it.
 REMOVED = "removed"
+# Tags of watches' checks (f"watch:{id}"): their latest snapshots are never evicted.
+WATCH_TAG_PREFIX = "watch:"
+# SQL (SQLite and PostgreSQL alike) true for a row whose tag is not a watch's.
+NOT_A_WATCH_SQL = f"substr(tag, 1, {len(WATCH_TAG_PREFIX)}) <> '{WATCH_TAG_PREFIX}'"
 
 
 @dataclass(frozen=True)

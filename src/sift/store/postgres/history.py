@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sift.store.history import REMOVED, HistoryLimits, NewSnapshot, SnapshotRow
+from sift.store.history import (
+    NOT_A_WATCH_SQL,
+    REMOVED,
+    HistoryLimits,
+    NewSnapshot,
+    SnapshotRow,
+)
 from sift.store.postgres.conn import Cursor, PgConn
 
 # pg_advisory_xact_lock key of history writes that add or drop texts ("sift" + 0x23).
@@ -38,6 +44,7 @@ HISTORY_DDL: Final = """
     CREATE INDEX history_snap_key ON history_snap (owner, tag, url, id);
     CREATE INDEX history_snap_old ON history_snap (id) WHERE NOT latest;
     CREATE INDEX history_snap_digest ON history_snap (digest);
+    CREATE INDEX history_snap_seen ON history_snap (seen_at) WHERE latest;
 """
 
 _COLS = "id, digest, body_digest, http_status, fetched_at, seen_at, latest"
@@ -121,11 +128,14 @@ class PgHistory:
             await cur.execute(f"UPDATE history_snap SET latest = false WHERE {_KEY}", key)
             await cur.execute(
                 "INSERT INTO history_snap (owner, tag, url, digest, body_digest, http_status, "
-                "fetched_at, seen_at, latest) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, true)",
+                "fetched_at, seen_at, latest) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, true) "
+                "RETURNING id",
                 (*key, snap.digest, snap.body_digest, snap.http_status) + (snap.fetched_at,) * 2,
             )
+            inserted = await cur.fetchone()
+            assert inserted is not None
             await _keep_count(cur, key, limits.max_snapshots)
-            await _keep_bytes(cur, limits.max_bytes)
+            await _keep_bytes(cur, limits.max_bytes, int(inserted[0]))
 
 
 async def _keep_count(cur: Cursor, key: tuple[str, str, str], keep: int) -> None:
@@ -137,21 +147,26 @@ async def _keep_count(cur: Cursor, key: tuple[str, str, str], keep: int) -> None
         await _drop(cur, int(id_), str(digest))
 
 
-async def _keep_bytes(cur: Cursor, max_bytes: int) -> None:
+async def _keep_bytes(cur: Cursor, max_bytes: int, new_id: int) -> None:
+    """As the SQLite history's: non-latest snapshots oldest first, then latest ones least
+    recently seen, never a watch's nor ``new_id``."""
     await cur.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text")
     row = await cur.fetchone()
     total = int(row[0]) if row is not None else 0
-    while total > max_bytes:
-        await cur.execute(
-            "SELECT id, digest FROM history_snap WHERE NOT latest ORDER BY id LIMIT 64"
-        )
-        rows = await cur.fetchall()
-        if not rows:
-            return
-        for id_, digest in rows:
-            total -= await _drop(cur, int(id_), str(digest))
-            if total <= max_bytes:
-                return
+    for query in (
+        "SELECT id, digest FROM history_snap WHERE NOT latest ORDER BY id LIMIT 64",
+        f"SELECT id, digest FROM history_snap WHERE latest AND id <> {new_id} "
+        f"AND {NOT_A_WATCH_SQL} ORDER BY seen_at, id LIMIT 64",
+    ):
+        while total > max_bytes:
+            await cur.execute(query.encode())
+            rows = await cur.fetchall()
+            if not rows:
+                break
+            for id_, digest in rows:
+                total -= await _drop(cur, int(id_), str(digest))
+                if total <= max_bytes:
+                    return
 
 
 async def _drop(cur: Cursor, id_: int, digest: str) -> int:

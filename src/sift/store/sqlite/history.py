@@ -9,7 +9,13 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-from sift.store.history import REMOVED, HistoryLimits, NewSnapshot, SnapshotRow
+from sift.store.history import (
+    NOT_A_WATCH_SQL,
+    REMOVED,
+    HistoryLimits,
+    NewSnapshot,
+    SnapshotRow,
+)
 from sift.store.sqlite.host import SqliteHost
 
 # Schema version 4 of the node's SQLite file (``dcache.schema.MIGRATIONS``).
@@ -34,6 +40,7 @@ HISTORY_DDL: Final[tuple[str, ...]] = (
     "CREATE INDEX IF NOT EXISTS history_snap_key ON history_snap(owner, tag, url, id)",
     "CREATE INDEX IF NOT EXISTS history_snap_old ON history_snap(id) WHERE latest = 0",
     "CREATE INDEX IF NOT EXISTS history_snap_digest ON history_snap(digest)",
+    "CREATE INDEX IF NOT EXISTS history_snap_seen ON history_snap(seen_at) WHERE latest = 1",
 )
 
 _COLS = "id, digest, body_digest, http_status, fetched_at, seen_at, latest"
@@ -118,8 +125,9 @@ class HistoryMixin(SqliteHost):
                 (owner, tag, url, snap.digest, snap.body_digest, snap.http_status)
                 + (snap.fetched_at,) * 2,
             )
+            new_id = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
             _keep_count(conn, owner, tag, url, limits.max_snapshots)
-            _keep_bytes(conn, limits.max_bytes)
+            _keep_bytes(conn, limits.max_bytes, new_id)
 
 
 def _keep_count(conn: sqlite3.Connection, owner: str, tag: str, url: str, keep: int) -> None:
@@ -133,20 +141,24 @@ def _keep_count(conn: sqlite3.Connection, owner: str, tag: str, url: str, keep: 
         _drop(conn, int(id_), str(digest))
 
 
-def _keep_bytes(conn: sqlite3.Connection, max_bytes: int) -> None:
-    """Past ``max_bytes``, drop the oldest snapshots that are not a key's latest until the
-    texts fit (or only latest snapshots are left)."""
+def _keep_bytes(conn: sqlite3.Connection, max_bytes: int, new_id: int) -> None:
+    """Past ``max_bytes``: drop the oldest snapshots that are not a key's latest, then the
+    least recently seen latest ones that are not a watch's (nor ``new_id``), until the texts
+    fit or nothing may go."""
     total = int(conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()[0])
-    while total > max_bytes:
-        rows = conn.execute(
-            "SELECT id, digest FROM history_snap WHERE latest = 0 ORDER BY id LIMIT 64"
-        ).fetchall()
-        if not rows:
-            return
-        for id_, digest in rows:
-            total -= _drop(conn, int(id_), str(digest))
-            if total <= max_bytes:
-                return
+    for query in (
+        "SELECT id, digest FROM history_snap WHERE latest = 0 ORDER BY id LIMIT 64",
+        f"SELECT id, digest FROM history_snap WHERE latest = 1 AND id <> {new_id} "
+        f"AND {NOT_A_WATCH_SQL} ORDER BY seen_at, id LIMIT 64",
+    ):
+        while total > max_bytes:
+            rows = conn.execute(query).fetchall()
+            if not rows:
+                break
+            for id_, digest in rows:
+                total -= _drop(conn, int(id_), str(digest))
+                if total <= max_bytes:
+                    return
 
 
 def _drop(conn: sqlite3.Connection, id_: int, digest: str) -> int:
