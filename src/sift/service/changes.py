@@ -32,7 +32,7 @@ from sift.errors import BadRequest, RenderFailed, RenderQueueTimeout, RenderUnav
 from sift.render import RenderOptions
 from sift.service.validate import Request
 from sift.snapshot import Snapshot
-from sift.store.history import REMOVED, HistoryLimits, HistoryStore, SnapshotRow
+from sift.store.history import REMOVED, HistoryLimits, HistoryStore, NewSnapshot, SnapshotRow
 from sift.workers import RenderPool
 
 # Diffs of at most this many lines (the longer side, after the common head and tail) run in
@@ -49,6 +49,18 @@ class Tracking(NamedTuple):
     tag: str
     url: str
     latest: SnapshotRow | None
+
+
+def _already_seen(latest: SnapshotRow | None, new: NewSnapshot) -> bool:
+    """True when recording ``new`` would change nothing: the same text from the same copy
+    (a cache hit on the copy the latest snapshot was last seen in)."""
+    return (
+        latest is not None
+        and latest.digest == new.digest
+        and latest.seen_at >= new.fetched_at
+        and latest.body_digest == new.body_digest
+        and latest.http_status == new.http_status
+    )
 
 
 class ChangeTracker:
@@ -91,7 +103,8 @@ class ChangeTracker:
         if status == "changed" and latest is not None:
             old = "" if latest.digest == REMOVED else await self.history.text(latest.digest)
             diff = await self._diff(old or "", text, req, deadline)
-        await self.history.record(tracking.owner, tracking.tag, tracking.url, new, self._limits)
+        if not _already_seen(latest, new):  # a copy compared before: nothing to write
+            await self.history.record(tracking.owner, tracking.tag, tracking.url, new, self._limits)
         return change_of(latest, status, diff)
 
     async def _diff(self, old: str, new: str, req: Request, deadline: float) -> Diff:
