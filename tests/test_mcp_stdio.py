@@ -96,6 +96,9 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "cookies",
                 "actions",
                 "screenshot",
+                "changes",
+                "tag",
+                "ignore",
             ]
             assert (fetch_schema["required"], fetch_schema["additionalProperties"]) == (
                 ["url"],
@@ -141,7 +144,8 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "code": "invalid_request",
                 "message": "fetch: unknown argument max_byte",
                 "hint": "fetch takes: url, format, max_bytes, offset, digest, main_content, "
-                "selector, engine, wait_for, headers, cookies, actions, screenshot.",
+                "selector, engine, wait_for, headers, cookies, actions, screenshot, changes, tag, "
+                "ignore.",
             }
             missing = error_of(await call(session, "fetch", {}))
             assert (missing["code"], missing["message"]) == (

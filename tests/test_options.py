@@ -79,7 +79,7 @@ def test_every_problem_is_listed_at_once() -> None:
     assert info.value.message == (
         "invalid options: unknown option bogus (known: url, format, main_content, selector, "
         "exclude, links, max_bytes, offset, digest, max_age_s, timeout_s, robots, engine, "
-        "wait_for, headers, cookies, actions, screenshot); "
+        "wait_for, headers, cookies, actions, screenshot, changes, tag, ignore); "
         "url: expected a non-empty string; format: expected one of markdown, text, html, raw, "
         "screenshot; "
         f"max_bytes: must be between 4 and {(1 << 53) - 1}; offset: must be between 0 and "

@@ -23,6 +23,7 @@ from sift.fetch.credentials import Credentials, Pairs, check_total, parse_cookie
 from sift.render.cap import MIN_MAX_BYTES as MIN_MAX_BYTES
 from sift.render.selector import LIMITS_TEXT, check_selectors
 from sift.render.selector import MAX_SELECTOR_CHARS as MAX_SELECTOR_CHARS
+from sift.store.history import WATCH_TAG_PREFIX
 
 # screenshot: the page's markdown and a picture of it, taken by the browser (docs/browser.md).
 Format = Literal["markdown", "text", "html", "raw", "screenshot"]
@@ -38,6 +39,12 @@ MAX_EXCLUDES = 32
 # JSON integers beyond this never reach SQLite (whose INTEGER is 64-bit signed).
 MAX_INT = (1 << 53) - 1
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+# changes=true: a history tag keeps one caller's histories of a URL apart (docs/watches.md).
+MAX_TAG_CHARS = 64
+_TAG_RE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_TAG_CHARS}}}")
+# Tags a watch's checks use (f"watch:{id}"): callers cannot write into a watch's history
+# (nor make their own history unevictable, see store/history.py).
+RESERVED_TAG_PREFIX = WATCH_TAG_PREFIX
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,11 @@ class FetchOptions:
     cookies: Pairs = dataclasses.field(default=(), repr=False)
     actions: tuple[Action, ...] = ()  # page actions, run in the browser before reading it
     screenshot: ShotSpec | None = None  # set exactly when format is "screenshot"
+    # Change tracking (docs/watches.md): compare with this caller's last snapshot of the URL
+    # (under ``tag``), the ``ignore`` selectors excluded from the comparison.
+    changes: bool = False
+    tag: str | None = None
+    ignore: tuple[str, ...] = ()
 
     @property
     def credentials(self) -> Credentials:
@@ -71,6 +83,7 @@ class FetchOptions:
 
 
 OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FetchOptions))
+_OPTION_SET: frozenset[str] = frozenset(OPTION_NAMES)
 # Options that only shape a fetch (used by batch to validate per-target option objects).
 TARGET_OPTION_NAMES: tuple[str, ...] = tuple(n for n in OPTION_NAMES if n not in ("url",))
 
@@ -101,7 +114,7 @@ def parse_options(
 ) -> FetchOptions:
     """Validate untrusted options. ``from_query``: values are strings from a query string."""
     problems: list[str] = []
-    unknown = sorted(set(data) - set(OPTION_NAMES))
+    unknown = sorted(set(data).difference(_OPTION_SET))
     if unknown:
         problems.append(f"unknown option {', '.join(unknown)} (known: {', '.join(OPTION_NAMES)})")
     out: dict[str, Any] = {}
@@ -113,17 +126,41 @@ def parse_options(
     if "headers" in out or "cookies" in out:
         check_total(out.get("headers") or (), out.get("cookies") or (), problems)
     _settle_screenshot(data, out, problems)
-    if not problems and ("selector" in out or "exclude" in out):
+    if not problems and ("selector" in out or "exclude" in out or "ignore" in out):
         # Bounded selectors only: their cost runs inside libxml2 (see render/selector.py).
-        problems.extend(check_selectors(out.get("selector"), out.get("exclude") or ()))
+        # The ignore selectors are excluded in the same render as exclude: bounded together.
+        exclude = out.get("exclude") or ()
+        found = check_selectors(out.get("selector"), (*exclude, *(out.get("ignore") or ())))
+        problems.extend(_ignore_named(p, len(exclude)) for p in found)
+    if "changes" in out or "tag" in out or "ignore" in out:
+        _check_changes(out, problems)
     if problems:
         raise BadRequest(
             "invalid options: " + "; ".join(problems),
             hint=_SELECTOR_HINT
-            if any(p.startswith(("selector", "exclude")) for p in problems)
+            if any(p.startswith(("selector", "exclude", "ignore")) for p in problems)
             else None,
         )
     return FetchOptions(**{k: v for k, v in out.items() if v is not None})
+
+
+def _ignore_named(problem: str, n_exclude: int) -> str:
+    """``exclude[k]`` of the combined list, named as the caller wrote it."""
+    m = re.match(r"exclude\[(\d+)\]", problem)
+    if m is None or int(m.group(1)) < n_exclude:
+        return problem
+    return f"ignore[{int(m.group(1)) - n_exclude}]" + problem[m.end() :]
+
+
+def _check_changes(out: dict[str, Any], problems: list[str]) -> None:
+    """``tag`` and ``ignore`` shape a ``changes`` fetch only; a continuation compares nothing."""
+    if out.get("changes"):
+        if out.get("digest") is not None:
+            problems.append("changes: not with digest (a continuation reads an old snapshot)")
+        return
+    for name in ("tag", "ignore"):
+        if out.get(name):
+            problems.append(f"{name}: only with changes=true")
 
 
 def _parse_url(url: Any, require_url: bool, out: dict[str, Any], problems: list[str]) -> None:
@@ -168,7 +205,7 @@ def _parse_option(
             )
         else:
             out[name] = (parse_headers if name == "headers" else parse_cookies)(value, problems)
-    elif name == "exclude":
+    elif name in ("exclude", "ignore"):
         if from_query and isinstance(value, str):
             value = [value]
         if (
@@ -176,9 +213,18 @@ def _parse_option(
             or len(value) > MAX_EXCLUDES
             or not all(isinstance(v, str) and 0 < len(v) <= MAX_SELECTOR_CHARS for v in value)
         ):
-            problems.append(f"exclude: expected a list of at most {MAX_EXCLUDES} CSS selectors")
+            problems.append(f"{name}: expected a list of at most {MAX_EXCLUDES} CSS selectors")
         else:
             out[name] = tuple(value)
+    elif name == "changes":
+        out[name] = _bool(name, value, from_query, problems)
+    elif name == "tag":
+        if not isinstance(value, str) or not _TAG_RE.fullmatch(value):
+            problems.append(f"tag: expected 1-{MAX_TAG_CHARS} of A-Z a-z 0-9 . _ : -")
+        elif value.startswith(RESERVED_TAG_PREFIX):
+            problems.append(f"tag: {RESERVED_TAG_PREFIX}* tags are the watches' own")
+        else:
+            out[name] = value
     elif name == "max_bytes":
         out[name] = _int(name, value, from_query, MIN_MAX_BYTES, problems)
     elif name in ("offset", "max_age_s"):

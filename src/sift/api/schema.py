@@ -188,6 +188,23 @@ class FetchRequest(BaseModel):
         description="The picture to take; implies format screenshot (POST only: a query "
         "string takes format=screenshot with the defaults).",
     )
+    changes: bool = Field(
+        False,
+        description="Compare with your last changes=true fetch of this URL (under tag): the "
+        "envelope gains change (new, same, changed with a diff of the markdown, removed). "
+        "Never answered from a cached copy older than that snapshot. See docs/watches.md.",
+    )
+    tag: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._:-]{1,64}$",
+        description="changes only: a history of its own for this URL (watch:* is reserved).",
+    )
+    ignore: list[Selector] = Field(
+        default_factory=list,
+        max_length=MAX_EXCLUDES,
+        description="changes only: CSS selectors left out of the comparison (a clock, a "
+        f"counter); the content returned keeps them. {LIMITS_TEXT}",
+    )
 
 
 class Link(BaseModel):
@@ -203,6 +220,32 @@ class ScreenshotView(BaseModel):
     height: int
     url: str = Field(
         description="/v1/screenshots/{digest}: the image, for the callers it was given to."
+    )
+
+
+class Change(BaseModel):
+    """What changed since the caller's last ``changes`` fetch of the URL (docs/watches.md)."""
+
+    status: Literal["new", "same", "changed", "removed"] = Field(
+        description="new: no history; same: the compared markdown is unchanged; changed: see "
+        "diff; removed: the page now answers 404 or 410."
+    )
+    previous_fetched_at: int | None = Field(
+        description="When the previous snapshot was last seen (unix seconds); null if new."
+    )
+    previous_digest: str | None = Field(
+        description="The digest of the page at the previous snapshot (the digest its "
+        "envelope carried); null if new."
+    )
+    diff: str | None = Field(
+        description="changed only: a unified diff (--- previous, +++ current) of the "
+        "rendered markdown, ignore selectors left out."
+    )
+    added: int = Field(description="Lines added (the whole diff, also past a cut).")
+    removed: int = Field(description="Lines removed (the whole diff, also past a cut).")
+    truncated: bool = Field(
+        description="The diff covers part of the change only (history.diff_max_lines, "
+        "history.diff_max_bytes)."
     )
 
 
@@ -248,6 +291,11 @@ class FetchEnvelope(BaseModel):
     )
     actions: list[ActionOutcome] | None = Field(
         None, description="With actions: each step's outcome, in order."
+    )
+    change: Change | None = Field(
+        None,
+        description="With changes=true: what changed since your last snapshot of this URL "
+        "(null for an upstream 429 or 5xx answer, which is not recorded).",
     )
     warnings: list[str]
 
@@ -376,7 +424,7 @@ def fetch_query_parameters() -> list[dict[str, Any]]:
                 "required": name == "url",
                 "schema": prop,
                 "description": prop.pop("description", ""),
-                **({"explode": True, "style": "form"} if name == "exclude" else {}),
+                **({"explode": True, "style": "form"} if name in ("exclude", "ignore") else {}),
             }
         )
     return params

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from sift.principal import Principal
     from sift.service import Service
     from sift.store import BatchStore
+    from sift.store.history import HistoryStore
     from sift.webhooks.deliverer import Deliverer
     from sift.workers import RenderPool
 
@@ -113,7 +114,14 @@ async def assemble(
         if browser is not None:
             stack.push_async_callback(browser.close)
         service = Service(
-            settings, adb, fetcher, render_pool=pool, metrics=metrics, browser=browser, clock=clock
+            settings,
+            adb,
+            fetcher,
+            render_pool=pool,
+            metrics=metrics,
+            browser=browser,
+            clock=clock,
+            history=_history(settings, adb, batch_store),
         )
         stack.push_async_callback(service.close)
         parts = Parts(settings, adb, pool, fetcher, browser, service, batch_store)
@@ -151,6 +159,13 @@ def _with_deliverer(
     deliverer.start()
     stack.push_async_callback(deliverer.stop)
     return replace(parts, deliverer=deliverer)
+
+
+def _history(settings: Settings, adb: AsyncDB, store: BatchStore | None) -> HistoryStore | None:
+    """The change history beside the batch store (store/historyopen.py)."""
+    from sift.store.historyopen import history_for
+
+    return history_for(settings, adb, store)
 
 
 async def _open_store(settings: Settings, adb: AsyncDB, stack: AsyncExitStack) -> BatchStore:

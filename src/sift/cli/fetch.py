@@ -82,6 +82,19 @@ def add_fetch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--viewport", metavar="WxH", type=_viewport, help="screenshot: viewport, e.g. 1280x720"
     )
     p.add_argument("--quality", type=int, metavar="N", help="screenshot: jpeg/webp quality")
+    p.add_argument(
+        "--changes",
+        action="store_true",
+        help="compare with the last --changes fetch of this URL: the change and its diff "
+        "on standard error (docs/watches.md)",
+    )
+    p.add_argument("--tag", metavar="TAG", help="--changes: keep this history apart")
+    p.add_argument(
+        "--ignore",
+        action="append",
+        metavar="CSS",
+        help="--changes: leave what this selector matches out of the comparison (repeatable)",
+    )
     p.add_argument("--json", action="store_true", help="print the whole envelope as JSON")
     add_server_args(p, "ask a running sift instead")
     p.set_defaults(func=cmd_fetch)
@@ -134,6 +147,9 @@ def _fetch_options(args: argparse.Namespace) -> dict[str, Any]:
         **_credentials(args.header or [], args.cookie or []),
         "actions": args.actions,
         "screenshot": _shot_options(args),
+        "changes": True if args.changes else None,
+        "tag": args.tag,
+        "ignore": args.ignore,
     }
     return {k: v for k, v in options.items() if v is not None}
 
@@ -175,7 +191,9 @@ async def _fetch_in_process(
     opts = parse_options({"url": url, **options})
     # One render worker, started only if the page needs rendering.
     pool = build_render_pool(settings, workers=1)
-    async with assemble(settings, render_pool=pool, start_pool=False) as parts:
+    # A changes fetch needs the history: in PostgreSQL when store.url is set.
+    store = bool(opts.changes and settings.store.url)
+    async with assemble(settings, render_pool=pool, start_pool=False, store=store) as parts:
         envelope = await parts.service.fetch(OPERATOR, opts)
         image = None
         if "screenshot" in envelope:
@@ -233,7 +251,23 @@ def cmd_fetch(args: argparse.Namespace) -> int:
                 f"--digest {envelope['digest']}",
                 file=sys.stderr,
             )
+        if envelope.get("change"):
+            _print_change(envelope["change"])
     if envelope["status"] >= 400:
         print(f"sift: the upstream answered HTTP {envelope['status']}", file=sys.stderr)
         return EXIT_UPSTREAM_STATUS
     return 0
+
+
+def _print_change(change: dict[str, Any]) -> None:
+    """``--changes`` without ``--json``: the change on standard error, then its diff."""
+    line = f"sift: {change['status']}"
+    if change["status"] == "changed":
+        line += f" (+{change['added']} -{change['removed']})"
+    if change["previous_fetched_at"] is not None:
+        line += f" since {change['previous_fetched_at']}"
+    if change["truncated"]:
+        line += " (diff truncated)"
+    print(line, file=sys.stderr)
+    if change["diff"]:
+        sys.stderr.write(change["diff"])

@@ -50,7 +50,8 @@ class Client:
         return self._exchange(method, path, **kwargs)[1]
 
     def fetch(self, url: str, **options: Any) -> Envelope:
-        """``POST /v1/fetch`` with ``options`` (format, max_bytes, offset, digest, …)."""
+        """``POST /v1/fetch`` with ``options`` (format, max_bytes, offset, digest, …;
+        ``changes=True``, ``tag``, ``ignore``: the envelope's ``change``)."""
         return self._send(core.fetch_call(url, options))
 
     def screenshot(self, shot: Envelope | Mapping[str, Any] | str) -> bytes:

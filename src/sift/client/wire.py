@@ -48,6 +48,9 @@ class Envelope:
     actions: list[dict[str, Any]] | None = None  # with actions=[…]: each step's outcome
     # format "screenshot": digest, type, bytes, width, height, url (Client.screenshot reads it)
     screenshot: dict[str, Any] | None = None
+    # With changes=True: status (new, same, changed, removed), previous_fetched_at,
+    # previous_digest, diff, added, removed, truncated (docs/watches.md).
+    change: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

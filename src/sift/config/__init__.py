@@ -27,6 +27,7 @@ from sift.config.classes import (
     ClassSettings,
 )
 from sift.config.egress import EgressSettings
+from sift.config.history import HistorySettings
 from sift.config.listener import ListenerSettings
 from sift.config.loader import CONFIG_ENV, DEFAULT_CONFIG_FILE, config_path, load_settings
 from sift.config.settings import Settings, validate
@@ -50,6 +51,7 @@ __all__ = [
     "ClassesSettings",
     "EgressSettings",
     "FieldInfo",
+    "HistorySettings",
     "ListenerSettings",
     "Settings",
     "StoreSettings",

@@ -24,6 +24,7 @@ from sift.config.egress import (
     check_own_addresses,
     check_public_cidrs,
 )
+from sift.config.history import HistorySettings, check_history
 from sift.config.listener import ListenerSettings, check_listener
 from sift.config.store import StoreSettings, check_store
 from sift.config.values import doc, parse_listen
@@ -78,6 +79,7 @@ class Settings:
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=doc("[batch]"))
     store: StoreSettings = field(default_factory=StoreSettings, metadata=doc("[store]"))
+    history: HistorySettings = field(default_factory=HistorySettings, metadata=doc("[history]"))
     classes: ClassesSettings = field(default_factory=ClassesSettings, metadata=doc("[classes]"))
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=doc("[egress]"))
     browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=doc("[browser]"))
@@ -124,4 +126,5 @@ def validate(settings: Settings, where: str) -> None:
     check_batch(settings.batch, where)
     check_store(settings.store, where)
     check_webhooks(settings.webhooks, where)
+    check_history(settings.history, where)
     check_callers(settings.callers, where)

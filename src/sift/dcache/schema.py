@@ -12,6 +12,7 @@ import sqlite3
 from typing import Final
 
 from sift.errors import StoreError
+from sift.store.sqlite.history import HISTORY_DDL
 from sift.store.sqlite.webhooks import DDL as WEBHOOKS_DDL
 
 MEMORY: Final = ":memory:"
@@ -154,9 +155,10 @@ _V4: Final[tuple[str, ...]] = (
     ) WITHOUT ROWID""",
 )
 
-# Version 5: the webhook outbox, its delivery log and the job webhooks waiting for their
+# Version 5: the change history of changes=true fetches (store/sqlite/history.py).
+# Version 6: the webhook outbox, its delivery log and the job webhooks waiting for their
 # job to end (sift.store.webhooks; the DDL lives with its SQL in store/sqlite/webhooks.py).
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, WEBHOOKS_DDL)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, HISTORY_DDL, WEBHOOKS_DDL)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

@@ -33,6 +33,7 @@ from sift.mcp.image import VISION_MAX_SIDE
 from sift.options import (
     ENGINES,
     FORMATS,
+    MAX_EXCLUDES,
     MAX_INT,
     MAX_SELECTOR_CHARS,
     MAX_URL_BYTES,
@@ -190,6 +191,27 @@ FETCH_DESCRIPTION: Final = (
     "as tool errors: '<code>: <message>' and a hint saying what to do next."
 )
 
+CHANGES_FIELD: Final = {
+    "type": "boolean",
+    "default": False,
+    "description": "Tell what changed since your last fetch of this URL with changes=true: "
+    "the footer says new, same, changed (with +added -removed lines) or removed (404/410), "
+    "and a changed page's unified diff of its markdown follows the footer. Never compares a "
+    "cached copy older than your last snapshot.",
+}
+TAG_FIELD: Final = {
+    "type": "string",
+    "pattern": r"^[A-Za-z0-9._:-]{1,64}$",
+    "description": "With changes: keep a separate history of this URL under this name.",
+}
+IGNORE_FIELD: Final = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": MAX_SELECTOR_CHARS},
+    "maxItems": MAX_EXCLUDES,
+    "description": "With changes: CSS selectors of parts to leave out of the comparison "
+    "(a clock, a visitor counter); the content returned still has them.",
+}
+
 FETCH_TOOL: Final = types.Tool(
     name="fetch",
     title="Fetch a web page",
@@ -230,6 +252,9 @@ FETCH_TOOL: Final = types.Tool(
             "cookies": COOKIES_FIELD,
             "actions": ACTIONS_FIELD,
             "screenshot": SCREENSHOT_FIELD,
+            "changes": CHANGES_FIELD,
+            "tag": TAG_FIELD,
+            "ignore": IGNORE_FIELD,
         },
         "required": ["url"],
         "additionalProperties": False,

@@ -147,6 +147,9 @@ class SiftTools:
             image, tail = await _screenshot(service, principal, envelope["screenshot"])
             content.extend(image)
         content.append(types.TextContent(type="text", text=footer(envelope, given) + tail))
+        change = envelope.get("change")
+        if change and change["diff"]:  # changes=true: the diff after the footer
+            content.append(types.TextContent(type="text", text=change["diff"]))
         return types.CallToolResult(content=content)
 
     async def batch_submit(
@@ -357,6 +360,8 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     ]
     if envelope.get("actions"):
         lines.append("actions: " + ", ".join(_step_note(o) for o in envelope["actions"]))
+    if envelope.get("change"):
+        lines.append(_change_line(envelope["change"]))
     if truncated:
         call = _read_on_call(envelope, args)
         lines.append(f"to read on, call {call}")
@@ -365,6 +370,18 @@ def footer(envelope: Mapping[str, Any], args: Mapping[str, Any]) -> str:
     if envelope.get("warnings"):
         lines.append(f"warnings: {', '.join(envelope['warnings'])}")
     return "\n".join(lines)
+
+
+def _change_line(change: Mapping[str, Any]) -> str:
+    """``change: changed +2 -1 | previous 1700000000 (digest sha256:…)`` for changes=true."""
+    line = f"change: {change['status']}"
+    if change["status"] == "changed":
+        line += f" +{change['added']} -{change['removed']}"
+        if change["truncated"]:
+            line += " (diff truncated)"
+    if change["previous_fetched_at"] is not None:
+        line += f" | previous {change['previous_fetched_at']} ({change['previous_digest']})"
+    return line
 
 
 def _step_note(outcome: Mapping[str, Any]) -> str:
@@ -431,6 +448,8 @@ def compact_outcome(item: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(result, dict):
         out["http_status"] = result["status"]
         out.update({k: result[k] for k in _OUTCOME_FIELDS if k in result})
+        if result.get("change"):  # changes=true: its status (the diff is in the result)
+            out["change"] = result["change"]["status"]
     if "error" in item:
         out["error"] = item["error"]
     return out

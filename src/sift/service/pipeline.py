@@ -20,10 +20,11 @@ import asyncio
 import dataclasses
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sift.browser import Browser
+from sift.changes.track import max_age_for
 from sift.config import CALLER_CLASSES, Settings
 from sift.dcache import DB, AsyncDB, PageEntry, StoredShot
 from sift.errors import BrowserTimeout, SiftError, SnapshotGone, TooLarge, UpstreamTimeout
@@ -32,6 +33,7 @@ from sift.jsonio import dumps
 from sift.metrics import Metrics
 from sift.options import Engine, FetchOptions
 from sift.principal import Principal
+from sift.render import RenderOptions
 from sift.service.cache import (
     CacheState,
     Memo,
@@ -42,6 +44,7 @@ from sift.service.cache import (
     page_key_for,
     render_key_for,
 )
+from sift.service.changes import ChangeTracker, Tracking
 from sift.service.counters import Counters
 from sift.service.envelope import envelope
 from sift.service.flight import Flights
@@ -51,6 +54,8 @@ from sift.service.render import Renderer
 from sift.service.upstream import Loader, Upstream, shot_order
 from sift.service.validate import Request, Validator
 from sift.snapshot import Snapshot
+from sift.store.history import HistoryStore
+from sift.store.sqlite.historystore import SqliteHistory
 from sift.workers import RenderPool
 
 
@@ -68,6 +73,7 @@ class Service:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         browser: Browser | None = None,
+        history: HistoryStore | None = None,
     ) -> None:
         self.settings = settings
         self.browser = browser  # None or absent: engine "browser" fails, "auto" stays HTTP
@@ -95,6 +101,11 @@ class Service:
             count=self._counters.count,
         )
         self._renderer = Renderer(render_pool, self._cache, self._flights)
+        # changes=true (service/changes.py). Default: the node's own SQLite history, unless
+        # the history lives in PostgreSQL (store.url), which the assembly hands in.
+        if history is None and not settings.store.url:
+            history = SqliteHistory(adb)
+        self.changes = ChangeTracker(history, settings.history, render_pool)
         # HTML bodies fetched just now, by digest: a crawl reads a page's links right after
         # its fetch (crawl/crawler.py), without a database round trip.
         self.recent_bodies: BytesLRU[str, bytes] = BytesLRU(
@@ -151,6 +162,8 @@ class Service:
         pipeline again. Only cache hits are remembered, so the bytes always say "hit".
         """
         key = (principal, options)
+        # A changes answer depends on the caller's history, never on the page alone: it is
+        # never remembered (see _fetch), so never found here either.
         body = self.cached_json(principal, options)
         if body is not None:
             return body, "hit"
@@ -184,20 +197,21 @@ class Service:
         extra: tuple[str, ...] = ()
         # The request's deadline: a render still waiting for a worker then is dropped.
         deadline = asyncio.get_running_loop().time() + req.eff.timeout_s
+        tracking = await self.changes.start(req) if opts.changes else None
         try:  # 2-4. cache, fetch, render: the snapshot this engine serves
-            snap, state, memo = await self._snapshot(req, engine, deadline)
+            snap, state, memo = await self._snapshot(req, engine, deadline, tracking)
         except SnapshotGone:
             if opts.engine != "auto":
                 raise
             engine = "browser"  # auto's continuation may point into a browser snapshot
-            snap, state, memo = await self._snapshot(req, engine, deadline)
+            snap, state, memo = await self._snapshot(req, engine, deadline, tracking)
         use_browser, why = self._upstream.auto_choice(opts, req.limits, engine, snap)
         if use_browser:
             # The page's text needs JavaScript: render what the browser builds instead.
             # Should the browser fail, the HTTP snapshot (fetched under the same guard)
             # is still the answer, with a warning.
             try:
-                snap, state, memo = await self._snapshot(req, "browser", deadline)
+                snap, state, memo = await self._snapshot(req, "browser", deadline, tracking)
                 engine, extra = "browser", (*extra, *why)
             except SiftError as exc:
                 self.metrics.errors.labels(exc.code).inc()
@@ -210,7 +224,13 @@ class Service:
         self._cache_counters[state].inc()
         self._counters.count(state)
         # 5. cap: the caller's slice, in the envelope
-        return envelope(snap, opts, req.eff, state, req.limits.max_links, engine, extra), memo
+        env = envelope(snap, opts, req.eff, state, req.limits.max_links, engine, extra)
+        if tracking is not None:  # changes=true: compared, recorded, never remembered
+            env["change"] = await self.changes.finish(
+                tracking, req, snap, self._text_for(req, snap, engine, deadline), deadline
+            )
+            memo = None
+        return env, memo
 
     async def _granted(
         self, req: Request, deadline: float, snap: Snapshot, state: CacheState
@@ -234,16 +254,43 @@ class Service:
             hint="Ask for a smaller screenshot, or ask the operator for a larger cache.",
         )
 
-    async def _snapshot(
-        self, req: Request, engine: Engine, deadline: float
-    ) -> tuple[Snapshot, CacheState, Memo | None]:
-        """The snapshot one engine serves for this request (cache, fetch or load, render)."""
+    def _text_for(
+        self, req: Request, snap: Snapshot, engine: Engine, deadline: float
+    ) -> Callable[[RenderOptions], Awaitable[str]]:
+        """The markdown ``changes`` compares: ``snap``'s own content when ``ropts`` is the
+        render served, else the render of the same body digest with ``ropts``."""
+
+        async def text_for(ropts: RenderOptions) -> str:
+            if ropts == req.ropts:
+                return snap.rendered.content
+            key = self._page_key(req, engine)
+            other = await self._renderer.snapshot_at(
+                key,
+                snap.digest,
+                ropts,
+                render_key_for(ropts, key),
+                int(self._clock()),
+                caller=req.principal.name,
+                deadline=deadline,
+            )
+            return other.rendered.content
+
+        return text_for
+
+    def _page_key(self, req: Request, engine: Engine) -> str:
         opts = req.opts
         private = ""
         if opts.headers or opts.cookies:  # a private page: this caller's, these values'
             private = opts.credentials.tag(self._private_key, _identity(req.principal))
         shot = shot_order(opts, req.limits) if engine == "browser" else None
-        key = page_key_for(req.target.url, opts, req.policy, engine, private, shot)
+        return page_key_for(req.target.url, opts, req.policy, engine, private, shot)
+
+    async def _snapshot(
+        self, req: Request, engine: Engine, deadline: float, tracking: Tracking | None = None
+    ) -> tuple[Snapshot, CacheState, Memo | None]:
+        """The snapshot one engine serves for this request (cache, fetch or load, render)."""
+        opts = req.opts
+        key = self._page_key(req, engine)
         rkey = render_key_for(req.ropts, key)
         now = int(self._clock())
         if opts.digest is not None:
@@ -254,6 +301,8 @@ class Service:
         max_age_s = (
             opts.max_age_s if opts.max_age_s is not None else self.settings.cache.default_max_age_s
         )
+        if tracking is not None:  # never a cached copy older than the last snapshot
+            max_age_s = max_age_for(max_age_s, tracking.latest, now)
         robots = self._upstream.robots_checker(req.principal) if opts.robots else None
         # The shared fetch runs with the class deadline; this caller's timeout_s bounds only
         # its own wait (see _current_snapshot).

@@ -25,6 +25,7 @@ from typing import Final
 import psycopg
 
 from sift.errors import ConfigError
+from sift.store.postgres.history import HISTORY_DDL
 from sift.store.postgres.webhooks import DDL as WEBHOOKS_DDL
 
 # pg_advisory_xact_lock key of the migration ("sift" + 1 in ASCII).
@@ -155,7 +156,9 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (job_id, url)
     );
     """,
-    # 3: the webhook outbox, its delivery log and the job webhooks waiting for their job
+    # 3: the change history of changes=true fetches (store/postgres/history.py).
+    HISTORY_DDL,
+    # 4: the webhook outbox, its delivery log and the job webhooks waiting for their job
     # to end (sift.store.webhooks; the DDL lives with its SQL in webhooks.py).
     WEBHOOKS_DDL,
 )

@@ -44,6 +44,7 @@ from sift.store.base import (
 from sift.store.postgres import eviction, rows, steps
 from sift.store.postgres.claims import PgWork
 from sift.store.postgres.conn import Cursor, PgConn
+from sift.store.postgres.history import PgHistory
 from sift.store.postgres.schema import prepare
 
 
@@ -59,6 +60,7 @@ class PgBatchStore:
             "batch_evictions": 0,
         }
         self.work = PgWork(conn)
+        self.history = PgHistory(conn)  # the change history shares the pool
 
     @classmethod
     async def open(cls, settings: StoreSettings, *, migrate: bool = True) -> PgBatchStore:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from sift.store.sqlite.batch import BatchStoreMixin
 from sift.store.sqlite.crawl import CrawlStoreMixin
+from sift.store.sqlite.history import HistoryMixin
 
 
-class BatchTables(BatchStoreMixin, CrawlStoreMixin):
-    """The batch and crawl tables' methods (spec/batchstore.md, docs/crawl.md)."""
+class BatchTables(BatchStoreMixin, CrawlStoreMixin, HistoryMixin):
+    """The batch, crawl and change-history tables' methods (spec/batchstore.md,
+    docs/crawl.md, docs/watches.md)."""

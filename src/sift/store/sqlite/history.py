@@ -1,0 +1,173 @@
+"""The change history's SQLite SQL (``store.history``), mixed into ``sift.dcache.DB``.
+
+Each method is one call on the database's worker thread, so ``record_history`` (insert or
+touch, then the count and byte bounds) is atomic: nothing else runs between its steps.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from sift.store.history import (
+    NOT_A_WATCH_SQL,
+    REMOVED,
+    HistoryLimits,
+    NewSnapshot,
+    SnapshotRow,
+)
+from sift.store.sqlite.host import SqliteHost
+
+# Schema version 4 of the node's SQLite file (``dcache.schema.MIGRATIONS``).
+HISTORY_DDL: Final[tuple[str, ...]] = (
+    """CREATE TABLE IF NOT EXISTS history_text (
+        digest TEXT PRIMARY KEY,            -- 'sha256:<hex>' of the compared text
+        text   TEXT NOT NULL,
+        nbytes INTEGER NOT NULL             -- UTF-8 bytes of text: what history.max_bytes counts
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS history_snap (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- insertion order: oldest go first
+        owner       TEXT NOT NULL,          -- the caller's identity
+        tag         TEXT NOT NULL,          -- '' for no tag
+        url         TEXT NOT NULL,          -- normalised
+        digest      TEXT NOT NULL,          -- history_text.digest, or 'removed' (404/410)
+        body_digest TEXT NOT NULL,          -- the page body's digest when last seen
+        http_status INTEGER NOT NULL,
+        fetched_at  INTEGER NOT NULL,       -- first seen with this digest
+        seen_at     INTEGER NOT NULL,       -- last seen
+        latest      INTEGER NOT NULL        -- 1 for the key's newest snapshot
+    )""",
+    "CREATE INDEX IF NOT EXISTS history_snap_key ON history_snap(owner, tag, url, id)",
+    "CREATE INDEX IF NOT EXISTS history_snap_old ON history_snap(id) WHERE latest = 0",
+    "CREATE INDEX IF NOT EXISTS history_snap_digest ON history_snap(digest)",
+    "CREATE INDEX IF NOT EXISTS history_snap_seen ON history_snap(seen_at) WHERE latest = 1",
+)
+
+_COLS = "id, digest, body_digest, http_status, fetched_at, seen_at, latest"
+
+
+def _row(row: tuple[object, ...]) -> SnapshotRow:
+    id_, digest, body_digest, status, fetched_at, seen_at, latest = row
+    return SnapshotRow(
+        int(str(id_)),
+        str(digest),
+        str(body_digest),
+        int(str(status)),
+        int(str(fetched_at)),
+        int(str(seen_at)),
+        bool(latest),
+    )
+
+
+class HistoryMixin(SqliteHost):
+    """The history methods of ``sift.dcache.DB``."""
+
+    def history_latest(self, owner: str, tag: str, url: str) -> SnapshotRow | None:
+        with self._read() as conn:
+            row = conn.execute(
+                f"SELECT {_COLS} FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (owner, tag, url),
+            ).fetchone()
+        return _row(row) if row is not None else None
+
+    def history_text(self, digest: str) -> str | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT text FROM history_text WHERE digest = ?", (digest,)
+            ).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def history_snapshots(self, owner: str, tag: str, url: str) -> list[SnapshotRow]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLS} FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
+                "ORDER BY id",
+                (owner, tag, url),
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def history_nbytes(self) -> int:
+        with self._read() as conn:
+            row = conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()
+        return int(row[0])
+
+    def record_history(
+        self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
+    ) -> None:
+        """``HistoryStore.record``: touch the latest, or add a snapshot and keep the bounds."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT id, digest FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
+                "ORDER BY id DESC LIMIT 1",
+                (owner, tag, url),
+            ).fetchone()
+            if row is not None and row[1] == snap.digest:
+                conn.execute(
+                    "UPDATE history_snap SET seen_at = max(seen_at, ?), body_digest = ?, "
+                    "http_status = ? WHERE id = ?",
+                    (snap.fetched_at, snap.body_digest, snap.http_status, row[0]),
+                )
+                return
+            if snap.text is not None and snap.digest != REMOVED:
+                conn.execute(
+                    "INSERT OR IGNORE INTO history_text (digest, text, nbytes) VALUES (?, ?, ?)",
+                    (snap.digest, snap.text, len(snap.text.encode())),
+                )
+            conn.execute(
+                "UPDATE history_snap SET latest = 0 WHERE owner = ? AND tag = ? AND url = ? "
+                "AND latest = 1",
+                (owner, tag, url),
+            )
+            conn.execute(
+                "INSERT INTO history_snap (owner, tag, url, digest, body_digest, http_status, "
+                "fetched_at, seen_at, latest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
+                (owner, tag, url, snap.digest, snap.body_digest, snap.http_status)
+                + (snap.fetched_at,) * 2,
+            )
+            new_id = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+            _keep_count(conn, owner, tag, url, limits.max_snapshots)
+            _keep_bytes(conn, limits.max_bytes, new_id)
+
+
+def _keep_count(conn: sqlite3.Connection, owner: str, tag: str, url: str, keep: int) -> None:
+    """Drop the key's oldest snapshots beyond ``keep`` (the latest is always kept)."""
+    rows = conn.execute(
+        "SELECT id, digest FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
+        "ORDER BY id DESC LIMIT -1 OFFSET ?",
+        (owner, tag, url, max(1, keep)),
+    ).fetchall()
+    for id_, digest in rows:
+        _drop(conn, int(id_), str(digest))
+
+
+def _keep_bytes(conn: sqlite3.Connection, max_bytes: int, new_id: int) -> None:
+    """Past ``max_bytes``: drop the oldest snapshots that are not a key's latest, then the
+    least recently seen latest ones that are not a watch's (nor ``new_id``), until the texts
+    fit or nothing may go."""
+    total = int(conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()[0])
+    for query in (
+        "SELECT id, digest FROM history_snap WHERE latest = 0 ORDER BY id LIMIT 64",
+        f"SELECT id, digest FROM history_snap WHERE latest = 1 AND id <> {new_id} "
+        f"AND {NOT_A_WATCH_SQL} ORDER BY seen_at, id LIMIT 64",
+    ):
+        while total > max_bytes:
+            rows = conn.execute(query).fetchall()
+            if not rows:
+                break
+            for id_, digest in rows:
+                total -= _drop(conn, int(id_), str(digest))
+                if total <= max_bytes:
+                    return
+
+
+def _drop(conn: sqlite3.Connection, id_: int, digest: str) -> int:
+    """Delete one snapshot, and its text if no other snapshot has it: the bytes freed."""
+    conn.execute("DELETE FROM history_snap WHERE id = ?", (id_,))
+    if conn.execute("SELECT 1 FROM history_snap WHERE digest = ? LIMIT 1", (digest,)).fetchone():
+        return 0
+    row = conn.execute("SELECT nbytes FROM history_text WHERE digest = ?", (digest,)).fetchone()
+    if row is None:
+        return 0
+    conn.execute("DELETE FROM history_text WHERE digest = ?", (digest,))
+    return int(row[0])
