@@ -300,5 +300,8 @@ def test_cli_header_and_cookie_flags() -> None:
         full_page=False,
         viewport=None,
         quality=None,
+        changes=False,
+        tag=None,
+        ignore=None,
     )
     assert _fetch_options(args) == {"headers": {"X-Key": "v"}}
