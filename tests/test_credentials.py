@@ -4,12 +4,12 @@ crawl's per-origin options and the CLI's -H / --cookie."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 import pytest
 
 from sift.browser.credentials import origin_pattern
+from sift.cli import build_parser
 from sift.cli.fetch import _credentials, _fetch_options, _Usage
 from sift.config import ClassesSettings
 from sift.crawl.spec import CrawlSpec, parse_crawl
@@ -284,24 +284,6 @@ def test_cli_header_and_cookie_flags() -> None:
         with pytest.raises(_Usage) as info:
             _credentials(header, cookie)
         assert str(info.value) == message
-    args = argparse.Namespace(
-        **dict.fromkeys(
-            ("format", "max_bytes", "offset", "digest", "selector", "max_age_s", "engine"),
-            None,
-        ),
-        wait_for=None,
-        whole_page=False,
-        links=False,
-        no_robots=False,
-        header=["X-Key: v"],
-        cookie=None,
-        actions=None,
-        screenshot=None,
-        full_page=False,
-        viewport=None,
-        quality=None,
-        changes=False,
-        tag=None,
-        ignore=None,
-    )
+    # Through the real parser: every flag of `sift fetch` at its default but -H.
+    args = build_parser().parse_args(["fetch", "https://site.test/", "-H", "X-Key: v"])
     assert _fetch_options(args) == {"headers": {"X-Key": "v"}}
