@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from sift.principal import Principal
     from sift.service import Service
     from sift.store import BatchStore
+    from sift.watch.watches import Watches
     from sift.workers import RenderPool
 
 
@@ -48,6 +49,7 @@ class Parts:
     store: BatchStore | None = None
     runner: Runner | None = None
     jobs: BatchJobs | None = None
+    watches: Watches | None = None
 
 
 @asynccontextmanager
@@ -66,6 +68,7 @@ async def assemble(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     reconcile: bool = True,
+    watches: bool = False,
 ) -> AsyncIterator[Parts]:
     """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
 
@@ -77,7 +80,9 @@ async def assemble(
     may own jobs the runner runs) also builds the runner and ``BatchJobs``, after the
     restart reconciliation — unless ``reconcile=False``: the live jobs were handed over by
     the previous owner of the data directory, to be run, not failed (``sift mcp``).
-    ``clock`` (unix seconds) and ``sleep`` reach the service and the runner: tests pass a
+    ``watches=True`` (implies the store) builds ``Watches`` and starts its scheduler
+    (``[watch] enabled``), stopped on exit before the service closes. ``clock`` (unix
+    seconds) and ``sleep`` reach the service, the runner and the scheduler: tests pass a
     fake pair.
     """
     from sift.dcache import AsyncDB
@@ -94,7 +99,9 @@ async def assemble(
             adb = AsyncDB(db)
         stack.push_async_callback(adb.close)
         batch_store = (
-            await _open_store(settings, adb, stack) if store or principals is not None else None
+            await _open_store(settings, adb, stack)
+            if store or watches or principals is not None
+            else None
         )
         pool = render_pool if render_pool is not None else build_render_pool(settings)
         stack.callback(pool.close)
@@ -115,6 +122,9 @@ async def assemble(
         if principals is not None:
             assert batch_store is not None
             parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep, reconcile)
+        if watches:
+            assert batch_store is not None
+            parts = _with_watches(parts, batch_store, principals, stack, clock, sleep)
         yield parts
 
 
@@ -124,6 +134,32 @@ async def _open_store(settings: Settings, adb: AsyncDB, stack: AsyncExitStack) -
     store = await open_store(settings, adb)
     stack.push_async_callback(store.close)
     return store
+
+
+def _with_watches(
+    parts: Parts,
+    store: BatchStore,
+    principals: Mapping[str, Principal] | None,
+    stack: AsyncExitStack,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[None]],
+) -> Parts:
+    """``parts`` with ``Watches``; its scheduler started (stopped on exit, its running
+    checks given ``batch.shutdown_grace_s``)."""
+    from dataclasses import replace
+
+    from sift.assembly.watching import make_watches
+    from sift.principal import OPERATOR
+
+    # Watches the local operator creates through the server run as the operator (as batch).
+    who = principals if principals is not None else {OPERATOR.name: OPERATOR}
+    watches = make_watches(
+        parts.settings, store, parts.service, principals=who, clock=clock, sleep=sleep
+    )
+    if watches.scheduler is not None:
+        watches.scheduler.start()
+        stack.push_async_callback(watches.scheduler.stop, parts.settings.batch.shutdown_grace_s)
+    return replace(parts, watches=watches)
 
 
 async def _with_jobs(

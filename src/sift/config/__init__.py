@@ -9,7 +9,7 @@ Loading never half-succeeds: any problem raises ``ConfigError`` with one line na
 file, the key and the reason, which the CLI prints before exiting with status 2.
 
 One module per section holds its dataclass, defaults and rules (``cache``, ``batch``,
-``store``, ``classes``, ``egress``, ``listener``, ``browser``, ``callers``); ``settings``
+``store``, ``classes``, ``egress``, ``listener``, ``browser``, ``callers``, ``watch``); ``settings``
 ties them into ``Settings``, ``table`` flattens it, ``loader`` reads it, ``values`` holds
 the parsers they share. Import the names from ``sift.config``.
 """
@@ -32,6 +32,7 @@ from sift.config.settings import Settings, validate
 from sift.config.store import StoreSettings
 from sift.config.table import FieldInfo, iter_fields
 from sift.config.values import parse_listen, parse_size
+from sift.config.watch import WatchSettings
 
 __all__ = [
     "CALLER_CLASSES",
@@ -51,6 +52,7 @@ __all__ = [
     "ListenerSettings",
     "Settings",
     "StoreSettings",
+    "WatchSettings",
     "config_path",
     "iter_fields",
     "load_settings",

@@ -27,6 +27,7 @@ from sift.config.egress import (
 from sift.config.listener import ListenerSettings, check_listener
 from sift.config.store import StoreSettings, check_store
 from sift.config.values import doc, parse_listen
+from sift.config.watch import WatchSettings, check_watch
 from sift.errors import ConfigError
 
 
@@ -81,6 +82,7 @@ class Settings:
     egress: EgressSettings = field(default_factory=EgressSettings, metadata=doc("[egress]"))
     browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=doc("[browser]"))
     listener: ListenerSettings = field(default_factory=ListenerSettings, metadata=doc("[listener]"))
+    watch: WatchSettings = field(default_factory=WatchSettings, metadata=doc("[watch]"))
     callers: tuple[Caller, ...] = field(
         default=(),
         metadata=doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
@@ -121,4 +123,5 @@ def validate(settings: Settings, where: str) -> None:
     check_browser(settings.browser, where)
     check_batch(settings.batch, where)
     check_store(settings.store, where)
+    check_watch(settings.watch, where)
     check_callers(settings.callers, where)

@@ -31,6 +31,7 @@ from sift.api.hostguard import HostGuard
 from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health, declare_bearer_auth, keyed
 from sift.api.stats_routes import install_stats_routes
+from sift.api.watch_routes import install_watch_routes
 from sift.assembly import assemble, build_browser, build_render_pool
 from sift.browser import Browser
 from sift.config import Settings
@@ -101,6 +102,7 @@ def create_app(
     declare_bearer_auth(app)
     install_batch_routes(app)
     install_crawl_routes(app)
+    install_watch_routes(app)
     hot_routes = install_fetch_routes(app)
     install_stats_routes(app)
     install_console(app)
@@ -137,8 +139,10 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
         browser=w.browser,
         metrics=w.metrics,
         store=True,
+        watches=True,
     ) as parts:
         app.state.store = parts.store
+        app.state.watches = parts.watches
         app.state.adb = parts.adb
         app.state.service = parts.service
         # Everything allocated so far (modules, schemas, settings) lives for the whole run:

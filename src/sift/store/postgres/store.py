@@ -45,6 +45,7 @@ from sift.store.postgres import eviction, rows, steps
 from sift.store.postgres.claims import PgWork
 from sift.store.postgres.conn import Cursor, PgConn
 from sift.store.postgres.schema import prepare
+from sift.store.postgres.watches import PgWatchStore
 
 
 class PgBatchStore:
@@ -59,6 +60,7 @@ class PgBatchStore:
             "batch_evictions": 0,
         }
         self.work = PgWork(conn)
+        self.watches = PgWatchStore(conn)
 
     @classmethod
     async def open(cls, settings: StoreSettings, *, migrate: bool = True) -> PgBatchStore:

@@ -40,6 +40,10 @@ class SqliteBatchStore:
 
     def __init__(self, adb: DBWorker) -> None:
         self.adb = adb
+        # Lazily: the watch module imports DBWorker from here.
+        from sift.store.sqlite.watchstore import SqliteWatchStore
+
+        self.watches = SqliteWatchStore(adb)
 
     @property
     def backend(self) -> Backend:

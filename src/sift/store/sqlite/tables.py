@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from sift.store.sqlite.batch import BatchStoreMixin
 from sift.store.sqlite.crawl import CrawlStoreMixin
+from sift.store.sqlite.watches import WatchTablesMixin
 
 
-class BatchTables(BatchStoreMixin, CrawlStoreMixin):
-    """The batch and crawl tables' methods (spec/batchstore.md, docs/crawl.md)."""
+class BatchTables(BatchStoreMixin, CrawlStoreMixin, WatchTablesMixin):
+    """The batch, crawl and watch tables' methods (spec/batchstore.md, docs/crawl.md,
+    docs/watches.md)."""

@@ -1,0 +1,187 @@
+"""Watches on one node (SQLite), deterministic: a real store, fetcher, service and loopback
+upstreams; a fake clock moved by the test and ``Scheduler.run_due()`` instead of the loop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchrig import T0, FakeClock, scripted
+from sift.errors import NotFound, QuotaExceeded
+from sift.watch.spec import HAS_CHANGES
+from upstream import Upstream
+from watchrig import CRAWLER, INDEXER, watch_rig, watch_settings
+
+
+async def test_a_watch_fires_once_per_interval_and_never_makes_up_missed_checks(
+    tmp_path: Path,
+) -> None:
+    async with Upstream() as up, watch_rig(watch_settings(tmp_path)) as rig:
+        up.page("/p", b"<p>hello</p>")
+        view = await rig.create(INDEXER, {"url": up.url("/p"), "every": 10})
+        assert view["next_check_at"] == T0  # no jitter in these settings: due at once
+        hits = []
+        for at in (0, 0, 5, 9.5, 10, 10, 19, 20, 45, 49, 50):
+            rig.clock.now = T0 + at
+            hits.append(await rig.scheduler.run_due())
+        # Due at 0, 10, 20; at 45 the check due at 30 runs late (40 is not made up: the
+        # schedule moves to 50 and keeps its phase), then 50.
+        assert hits == [1, 0, 0, 0, 1, 0, 0, 1, 1, 0, 1]
+        assert up.hits["/p"] == 5
+        shown = await rig.watches.get(INDEXER, view["id"], 100)
+        assert shown["checks"] == 5 and shown["failures"] == 0
+        assert [e["checked_at"] for e in shown["events"]] == [
+            T0 + 50, T0 + 45, T0 + 20, T0 + 10, T0
+        ]
+        assert [e["seq"] for e in shown["events"]] == [5, 4, 3, 2, 1]
+        assert {e["outcome"] for e in shown["events"]} == {"ok"}
+        assert {e["http_status"] for e in shown["events"]} == {200}
+        assert shown["next_check_at"] == T0 + 60
+
+
+async def test_a_failing_upstream_is_recorded_and_retried_at_the_next_interval_only(
+    tmp_path: Path,
+) -> None:
+    async with Upstream() as up, watch_rig(watch_settings(tmp_path)) as rig:
+        up.route(
+            "/flaky", scripted([(500, {}, "down 1"), (503, {}, "down 2"), (200, {}, "up")])
+        )
+        view = await rig.create(INDEXER, {"url": up.url("/flaky"), "every": 60})
+        assert await rig.scheduler.run_due() == 1
+        # A failure never brings the check forward: nothing more runs until the next due time.
+        for at in (0, 1, 30, 59):
+            rig.clock.now = T0 + at
+            assert await rig.scheduler.run_due() == 0
+        assert up.hits["/flaky"] == 1
+        rig.clock.now = T0 + 60
+        assert await rig.scheduler.run_due() == 1
+        rig.clock.now = T0 + 120
+        assert await rig.scheduler.run_due() == 1
+        assert up.hits["/flaky"] == 3
+        shown = await rig.watches.get(INDEXER, view["id"], 10)
+        assert [(e["outcome"], e["http_status"]) for e in shown["events"]] == [
+            ("ok", 200),
+            ("failed", 503),
+            ("failed", 500),
+        ]
+        assert shown["events"][2]["error"] == {
+            "code": "upstream_status",
+            "message": "the page answered HTTP 500",
+            "hint": "The site answered with an error; the watch checks again at its next "
+            "interval.",
+        }
+        assert shown["events"][2]["change"] is None
+        assert (shown["checks"], shown["failures"]) == (3, 2)
+        assert shown["last_outcome"] == ("new" if HAS_CHANGES else "ok")
+
+
+async def test_an_unreachable_upstream_is_a_failed_check_with_the_fetch_error(
+    tmp_path: Path, refused_port: int
+) -> None:
+    async with watch_rig(watch_settings(tmp_path)) as rig:
+        url = f"http://127.0.0.1:{refused_port}/gone"
+        view = await rig.create(INDEXER, {"url": url, "every": 5})
+        assert await rig.scheduler.run_due() == 1
+        shown = await rig.watches.get(INDEXER, view["id"], 10)
+        (event,) = shown["events"]
+        assert event["outcome"] == "failed" and event["http_status"] is None
+        assert event["error"]["code"] == "connect_failed"
+        assert shown["last_outcome"] == "failed"
+
+
+async def test_events_are_bounded_per_watch(tmp_path: Path) -> None:
+    async with Upstream() as up, watch_rig(watch_settings(tmp_path, events_kept=3)) as rig:
+        up.page("/p", b"<p>x</p>")
+        view = await rig.create(INDEXER, {"url": up.url("/p"), "every": 1})
+        for at in range(7):
+            rig.clock.now = T0 + at
+            assert await rig.scheduler.run_due() == 1
+        shown = await rig.watches.get(INDEXER, view["id"], 100)
+        assert [e["seq"] for e in shown["events"]] == [7, 6, 5]
+        assert shown["checks"] == 7
+
+
+async def test_a_watch_survives_a_restart_on_the_same_data_dir(tmp_path: Path) -> None:
+    settings = watch_settings(tmp_path)
+    clock = FakeClock()
+    async with Upstream() as up:
+        up.page("/p", b"<p>kept</p>")
+        async with watch_rig(settings, clock) as rig:
+            view = await rig.create(INDEXER, {"url": up.url("/p"), "every": 30})
+            assert await rig.scheduler.run_due() == 1
+        clock.now = T0 + 10
+        async with watch_rig(settings, clock) as rig:  # every part rebuilt on the same dir
+            (listed,) = await rig.watches.list(INDEXER)
+            assert listed["id"] == view["id"] and listed["next_check_at"] == T0 + 30
+            assert await rig.scheduler.run_due() == 0
+            clock.now = T0 + 30
+            assert await rig.scheduler.run_due() == 1
+            shown = await rig.watches.get(INDEXER, view["id"], 10)
+            assert [e["seq"] for e in shown["events"]] == [2, 1]
+        assert up.hits["/p"] == 2
+
+
+async def test_a_check_in_flight_when_the_node_stopped_does_not_block_the_watch(
+    tmp_path: Path,
+) -> None:
+    """The lease a stopped node held is freed when a node of its own starts again."""
+    settings = watch_settings(tmp_path, lease_s=3600)
+    clock = FakeClock()
+    async with watch_rig(settings, clock) as rig:
+        view = await rig.create(INDEXER, {"url": "http://127.0.0.1:9/x", "every": 10})
+        (claimed,) = await rig.watches.store.watches.claim_due_watches(clock(), 10, 3600)
+        assert claimed.id == view["id"] and claimed.lease_until == T0 + 3600
+    clock.now = T0 + 10
+    async with watch_rig(settings, clock) as rig:
+        assert await rig.watches.store.watches.release_watch_leases() == 1
+        (again,) = await rig.watches.store.watches.claim_due_watches(clock(), 10, 60)
+        assert again.token == claimed.token + 1 and again.next_due == T0 + 20
+
+
+async def test_a_stale_claim_writes_nothing(tmp_path: Path) -> None:
+    async with watch_rig(watch_settings(tmp_path)) as rig:
+        store = rig.watches.store.watches
+        view = await rig.create(INDEXER, {"url": "http://127.0.0.1:9/x", "every": 10})
+        (first,) = await store.claim_due_watches(T0, 10, 1)
+        (second,) = await store.claim_due_watches(T0 + 10, 10, 1)  # the first lease ran out
+        from sift.store.watches import WatchEvent
+
+        assert not await store.record_check(WatchEvent(first.id, 0, T0, "ok", 200), first.token, 5)
+        assert await store.record_check(WatchEvent(first.id, 0, T0, "ok", 200), second.token, 5)
+        await rig.watches.delete(INDEXER, view["id"])
+        assert not await store.record_check(WatchEvent(first.id, 0, T0, "ok", 200), second.token, 5)
+
+
+async def test_quota_and_ownership(tmp_path: Path) -> None:
+    async with watch_rig(watch_settings(tmp_path, max_watches=2)) as rig:
+        a = await rig.create(INDEXER, {"url": "http://127.0.0.1:9/a", "every": 10})
+        await rig.create(INDEXER, {"url": "http://127.0.0.1:9/b", "every": 10})
+        with pytest.raises(QuotaExceeded) as over:
+            await rig.create(INDEXER, {"url": "http://127.0.0.1:9/c", "every": 10})
+        assert over.value.message == "this caller already has 2 watches, its class's limit"
+        await rig.create(CRAWLER, {"url": "http://127.0.0.1:9/c", "every": 10})  # its own quota
+        with pytest.raises(NotFound) as theirs:
+            await rig.watches.get(CRAWLER, a["id"], 5)
+        with pytest.raises(NotFound) as missing:
+            await rig.watches.get(CRAWLER, "0" * 24, 5)
+        assert theirs.value.message == f"no watch {a['id']!r}"
+        assert missing.value.message == f"no watch {'0' * 24!r}"
+        with pytest.raises(NotFound):
+            await rig.watches.delete(CRAWLER, a["id"])
+        await rig.watches.delete(INDEXER, a["id"])
+        assert [w["url"] for w in await rig.watches.list(INDEXER)] == ["http://127.0.0.1:9/b"]
+        await rig.create(INDEXER, {"url": "http://127.0.0.1:9/d", "every": 10})  # room again
+
+
+async def test_first_checks_are_spread_by_the_jitter(tmp_path: Path) -> None:
+    async with watch_rig(watch_settings(tmp_path, jitter_s=100.0)) as rig:
+        dues = [
+            (await rig.create(INDEXER, {"url": f"http://127.0.0.1:9/{i}", "every": 60}))[
+                "next_check_at"
+            ]
+            for i in range(50)
+        ]
+        # Within min(jitter_s, every): [T0, T0 + 60], and spread, not bunched.
+        assert all(T0 <= d <= T0 + 60 for d in dues)
+        assert len({int((d - T0) // 10) for d in dues}) == 6
