@@ -32,7 +32,11 @@ async def test_a_watch_fires_once_per_interval_and_never_makes_up_missed_checks(
         shown = await rig.watches.get(INDEXER, view["id"], 100)
         assert shown["checks"] == 5 and shown["failures"] == 0
         assert [e["checked_at"] for e in shown["events"]] == [
-            T0 + 50, T0 + 45, T0 + 20, T0 + 10, T0
+            T0 + 50,
+            T0 + 45,
+            T0 + 20,
+            T0 + 10,
+            T0,
         ]
         assert [e["seq"] for e in shown["events"]] == [5, 4, 3, 2, 1]
         assert {e["outcome"] for e in shown["events"]} == {"ok"}
@@ -44,9 +48,7 @@ async def test_a_failing_upstream_is_recorded_and_retried_at_the_next_interval_o
     tmp_path: Path,
 ) -> None:
     async with Upstream() as up, watch_rig(watch_settings(tmp_path)) as rig:
-        up.route(
-            "/flaky", scripted([(500, {}, "down 1"), (503, {}, "down 2"), (200, {}, "up")])
-        )
+        up.route("/flaky", scripted([(500, {}, "down 1"), (503, {}, "down 2"), (200, {}, "up")]))
         view = await rig.create(INDEXER, {"url": up.url("/flaky"), "every": 60})
         assert await rig.scheduler.run_due() == 1
         # A failure never brings the check forward: nothing more runs until the next due time.
@@ -68,8 +70,7 @@ async def test_a_failing_upstream_is_recorded_and_retried_at_the_next_interval_o
         assert shown["events"][2]["error"] == {
             "code": "upstream_status",
             "message": "the page answered HTTP 500",
-            "hint": "The site answered with an error; the watch checks again at its next "
-            "interval.",
+            "hint": "The site answered with an error; the watch checks again at its next interval.",
         }
         assert shown["events"][2]["change"] is None
         assert (shown["checks"], shown["failures"]) == (3, 2)

@@ -157,4 +157,4 @@ def _check_url(url: str, check: UrlCheck | None, name: str) -> None:
             f"{name}: refused before any fetch: {refused_entry(url)}", hint=exc.hint
         ) from exc
     except BadRequest as exc:
-        raise BadRequest(f"{name}: {exc.message}", hint=exc.hint) from exc
+        raise type(exc)(f"{name}: {exc.message}", hint=exc.hint) from exc  # its own code
