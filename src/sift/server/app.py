@@ -107,7 +107,7 @@ def create_app(
     install_stats_routes(app)
     install_console(app)
     wiring.mcp_http = install_mcp(
-        app, settings, lambda: Core(app.state.service, app.state.batch), keys
+        app, settings, lambda: Core(app.state.service, app.state.batch, app.state.watches), keys
     )
     # Host/Origin refusals are observed (counted and logged) like any other answer: the
     # guard sits inside ObserveMiddleware, on both paths.
