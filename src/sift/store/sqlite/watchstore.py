@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from sift.store.sqlite.store import DBWorker
 from sift.store.sqlite.tables import BatchTables as DB
+from sift.store.sqlite.worker import DBWorker
 from sift.store.watches import Watch, WatchEvent
 
 
