@@ -120,6 +120,10 @@ class Scheduler:
         free = self.settings.watch.concurrency - len(self._tasks)
         if free <= 0:
             return 0
+        if not self._tasks:
+            # Idle: drop what the gate knows of hosts with nothing pending (bounded memory;
+            # a host checked again later reads its robots.txt rules, cached, once more).
+            self._gate.forget_idle(self._clock())
         limit = min(free, self.settings.watch.claim_batch)
         claimed = await self._watches.claim_due_watches(
             self._clock(), limit, self.settings.watch.lease_s
@@ -226,7 +230,6 @@ class Scheduler:
     async def _leave(self, host: str) -> None:
         async with self._host_changed:
             self._gate.finished(host)
-            self._gate.forget_idle(self._clock())
             self._host_changed.notify_all()
 
     async def _probe(self, host: str, principal: Principal, watch: Watch) -> None:
