@@ -138,6 +138,7 @@ async def run(args: argparse.Namespace) -> None:
                 sleep=clock.sleep,
             ) as parts:
                 assert parts.store is not None and parts.runner and parts.jobs
+                jobs, runner = parts.jobs, parts.runner
                 watches = make_watches(
                     settings,
                     parts.store,
@@ -160,7 +161,7 @@ async def run(args: argparse.Namespace) -> None:
                     last = r == args.rounds  # nothing changes: the page stays at round r - 1
                     await ctl.get(f"{base}/round/{r - 1 if last else r}")
                     clock.now = T0 + EVERY_S * r
-                    body = {
+                    body: dict[str, object] = {
                         "targets": [f"{base}/b/{i}" for i in range(args.watches)],
                         "options": {"max_age_s": 0},
                     }
@@ -175,8 +176,8 @@ async def run(args: argparse.Namespace) -> None:
                         key: str = f"bench-{r}", body: dict[str, object] = body
                     ) -> tuple[float, float]:
                         c0, t0 = cpu(), time.perf_counter()
-                        await parts.jobs.submit(BENCH, key, body, int(clock()))
-                        await parts.runner.run_until_idle()
+                        await jobs.submit(BENCH, key, body, int(clock()))
+                        await runner.run_until_idle()
                         return time.perf_counter() - t0, cpu() - c0
 
                     # Alternate which side goes first: neither always finds the other's
