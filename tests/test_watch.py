@@ -4,6 +4,7 @@ upstreams; a fake clock moved by the test and ``Scheduler.run_due()`` instead of
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,3 +187,40 @@ async def test_first_checks_are_spread_by_the_jitter(tmp_path: Path) -> None:
         # Within min(jitter_s, every): [T0, T0 + 60], and spread, not bunched.
         assert all(T0 <= d <= T0 + 60 for d in dues)
         assert len({int((d - T0) // 10) for d in dues}) == 6
+
+
+@pytest.mark.skipif(not HAS_CHANGES, reason="needs change tracking (the `changes` fetch option)")
+async def test_a_watch_records_new_same_changed_with_the_diff_and_ignores_a_clock(
+    tmp_path: Path,
+) -> None:
+    """Written against the contract of W23.md (the envelope's ``change``); runs once change
+    tracking is on main."""
+    version = {"text": "price 10", "clock": 0}
+
+    async def page(request: Any) -> Any:
+        from aiohttp import web
+
+        version["clock"] += 1
+        body = (
+            f"<html><body><article><h1>Prices</h1><p>{version['text']}</p>"
+            f"<p class='clock'>now {version['clock']}</p></article></body></html>"
+        )
+        return web.Response(text=body, content_type="text/html")
+
+    async with Upstream() as up, watch_rig(watch_settings(tmp_path)) as rig:
+        up.route("/prices", page)
+        view = await rig.create(
+            INDEXER, {"url": up.url("/prices"), "every": 10, "ignore": [".clock"]}
+        )
+        for at, text in ((0, "price 10"), (10, "price 10"), (20, "price 12")):
+            version["text"] = text
+            rig.clock.now = T0 + at
+            assert await rig.scheduler.run_due() == 1
+        shown = await rig.watches.get(INDEXER, view["id"], 10)
+        changes = [e["change"] for e in shown["events"]]
+        assert [c["status"] for c in changes] == ["changed", "same", "new"]
+        diff = changes[0]["diff"].splitlines()
+        assert "-price 10" in diff and "+price 12" in diff
+        assert not any("now " in line for line in diff)  # the ignored clock
+        assert (changes[0]["added"], changes[0]["removed"]) == (1, 1)
+        assert (shown["changes"], shown["last_outcome"]) == (1, "changed")

@@ -5,7 +5,8 @@ One per node (built and started by ``sift.assembly`` for ``sift serve``). Every
 watches — at most the free slots of ``watch.concurrency``, at most ``watch.claim_batch`` —
 and runs each check as a task:
 
-- **Claims** (``WatchStore.claim_due_watches``): on PostgreSQL ``FOR UPDATE SKIP LOCKED``
+- **Claims** (``WatchStore.claim_due_watches``), ``watch.claim_batch`` at a time when the
+  claimed ones waiting for a slot run short: on PostgreSQL ``FOR UPDATE SKIP LOCKED``
   with a lease and a fencing token, so on several nodes each due check runs on exactly one;
   the claim moves the watch's next due time on by its interval in the same step, so a
   failed check (or a node that died mid-check) is tried again at the next interval, never
@@ -27,6 +28,7 @@ due now to the end, for tests driving a fake clock.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -71,6 +73,8 @@ class Scheduler:
         self._gate = HostGate(settings.batch.per_host)
         self._host_changed = asyncio.Condition()
         self._tasks: set[asyncio.Task[None]] = set()
+        # Claimed, waiting for a slot (at most watch.claim_batch; their leases hold them).
+        self._ready: collections.deque[Watch] = collections.deque()
         self._wake = asyncio.Event()
         self._main: asyncio.Task[None] | None = None
         self.checks_done = 0  # checks recorded by this node (metrics, benchmarks)
@@ -91,12 +95,14 @@ class Scheduler:
         return len(self._tasks)
 
     async def stop(self, grace_s: float) -> None:
-        """Claim nothing more; running checks get ``grace_s``, the rest are cancelled (their
-        watches are checked at their next due time, or when the lease ends). Idempotent."""
+        """Claim nothing more; running checks get ``grace_s``, the rest are cancelled, and
+        claimed checks not started are dropped (their watches are checked at their next due
+        time). Idempotent."""
         if self._main is not None:
             self._main.cancel()
             await asyncio.gather(self._main, return_exceptions=True)
             self._main = None
+        self._ready.clear()
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
             for task in pending:
@@ -112,27 +118,33 @@ class Scheduler:
             total += started
             if self._tasks:
                 await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
-            elif not started:
+            elif not started and not self._ready:
                 return total
 
     async def claim_and_start(self) -> int:
-        """Claim due watches for the free slots and start their checks; how many."""
+        """Start checks for the free slots of ``watch.concurrency``, claiming due watches
+        ``watch.claim_batch`` at a time when the claimed ones run short (one store step per
+        batch, not per check); how many started."""
         free = self.settings.watch.concurrency - len(self._tasks)
         if free <= 0:
             return 0
-        if not self._tasks:
+        if not self._tasks and not self._ready:
             # Idle: drop what the gate knows of hosts with nothing pending (bounded memory;
             # a host checked again later reads its robots.txt rules, cached, once more).
             self._gate.forget_idle(self._clock())
-        limit = min(free, self.settings.watch.claim_batch)
-        claimed = await self._watches.claim_due_watches(
-            self._clock(), limit, self.settings.watch.lease_s
-        )
-        for watch in claimed:
+        if len(self._ready) < free:
+            claimed = await self._watches.claim_due_watches(
+                self._clock(), self.settings.watch.claim_batch, self.settings.watch.lease_s
+            )
+            self._ready.extend(claimed)
+        started = 0
+        while self._ready and started < free:
+            watch = self._ready.popleft()
             task = asyncio.create_task(self._run(watch), name=f"watch-{watch.id}")
             self._tasks.add(task)
             task.add_done_callback(self._on_done)
-        return len(claimed)
+            started += 1
+        return started
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
