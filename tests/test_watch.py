@@ -3,6 +3,7 @@ upstreams; a fake clock moved by the test and ``Scheduler.run_due()`` instead of
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +225,42 @@ async def test_a_watch_records_new_same_changed_with_the_diff_and_ignores_a_cloc
         assert not any("now " in line for line in diff)  # the ignored clock
         assert (changes[0]["added"], changes[0]["removed"]) == (1, 1)
         assert (shown["changes"], shown["last_outcome"]) == (1, "changed")
+
+
+async def test_checks_are_bounded_per_node_and_per_host(tmp_path: Path) -> None:
+    """watch.concurrency across hosts, batch.per_host per host (once robots.txt was read)."""
+    import dataclasses
+
+    from aiohttp import web
+
+    from sift.config import BatchSettings
+
+    now = {"x": 0, "y": 0, "all": 0}
+    peak = {"x": 0, "y": 0, "all": 0}
+
+    def counting(tag: str) -> Any:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            for k in (tag, "all"):
+                now[k] += 1
+                peak[k] = max(peak[k], now[k])
+            await asyncio.sleep(0.05)
+            for k in (tag, "all"):
+                now[k] -= 1
+            return web.Response(text=f"page {request.path}", content_type="text/plain")
+
+        return handler
+
+    settings = watch_settings(tmp_path, concurrency=3)
+    settings = dataclasses.replace(settings, batch=BatchSettings(per_host=2))
+    async with Upstream() as x, Upstream() as y, watch_rig(settings) as rig:
+        x.route("/p", counting("x"), prefix=True)
+        y.route("/p", counting("y"), prefix=True)
+        for i in range(8):
+            await rig.create(INDEXER, {"url": x.url(f"/p{i}"), "every": 10})
+        assert await rig.scheduler.run_due() == 8
+        assert (peak["x"], peak["all"]) == (2, 2)
+        for i in range(8):
+            await rig.create(INDEXER, {"url": y.url(f"/p{i}"), "every": 10})
+        rig.clock.now = T0 + 10
+        assert await rig.scheduler.run_due() == 16
+        assert (peak["x"], peak["y"], peak["all"]) == (2, 2, 3)

@@ -72,7 +72,10 @@ class Scheduler:
         self._sleep = sleep
         self._gate = HostGate(settings.batch.per_host)
         self._host_changed = asyncio.Condition()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # checks fetching or recording
+        # Of them, those holding a slot of watch.concurrency: a slot is given back when the
+        # fetch ends, before the event is written (as the batch runner does).
+        self._slots: set[asyncio.Task[None]] = set()
         # Claimed, waiting for a slot (at most watch.claim_batch; their leases hold them).
         self._ready: collections.deque[Watch] = collections.deque()
         self._wake = asyncio.Event()
@@ -114,10 +117,11 @@ class Scheduler:
         For tests and benchmarks (the loop does the same, one tick at a time)."""
         total = 0
         while True:
+            self._wake.clear()
             started = await self.claim_and_start()
             total += started
             if self._tasks:
-                await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
+                await self._wake.wait()  # a check ended (``_on_done``)
             elif not started and not self._ready:
                 return total
 
@@ -125,7 +129,7 @@ class Scheduler:
         """Start checks for the free slots of ``watch.concurrency``, claiming due watches
         ``watch.claim_batch`` at a time when the claimed ones run short (one store step per
         batch, not per check); how many started."""
-        free = self.settings.watch.concurrency - len(self._tasks)
+        free = self.settings.watch.concurrency - len(self._slots)
         if free <= 0:
             return 0
         if not self._tasks and not self._ready:
@@ -142,12 +146,14 @@ class Scheduler:
             watch = self._ready.popleft()
             task = asyncio.create_task(self._run(watch), name=f"watch-{watch.id}")
             self._tasks.add(task)
+            self._slots.add(task)
             task.add_done_callback(self._on_done)
             started += 1
         return started
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
+        self._slots.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("watch check crashed", exc_info=exc)
         self._wake.set()
@@ -166,7 +172,7 @@ class Scheduler:
             except SiftError:
                 log.exception("claiming due watches failed; retrying at the next tick")
                 started = 0
-            if started and len(self._tasks) < self.settings.watch.concurrency:
+            if started and len(self._slots) < self.settings.watch.concurrency:
                 continue  # more may be due at once
             await self._wait(self.settings.watch.tick_s)
 
@@ -198,6 +204,9 @@ class Scheduler:
             event, envelope = await run_check(self._service, principal, watch, now)
         finally:
             await self._leave(host)
+            if (me := asyncio.current_task()) is not None:
+                self._slots.discard(me)
+            self._wake.set()  # a slot is free
         if envelope is not None:
             self._back_off(host, envelope, now)
         await self._record(watch, event, envelope)
