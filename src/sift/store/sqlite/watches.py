@@ -73,12 +73,16 @@ class WatchTablesMixin(SqliteHost):
         return [event_row(r) for r in rows]
 
     def claim_due_watches(self, now: float, limit: int, lease_s: float) -> list[Watch]:
+        due = "SELECT id FROM watch WHERE next_due <= ? AND lease_until <= ? "
+        with self._read() as conn:
+            # Most ticks find nothing due: no write transaction (and no write lock) for them.
+            if conn.execute(due + "LIMIT 1", (now, now)).fetchone() is None:
+                return []
         with self._write() as conn:
             ids = [
                 str(r[0])
                 for r in conn.execute(
-                    "SELECT id FROM watch WHERE next_due <= ? AND lease_until <= ? "
-                    "ORDER BY next_due, id LIMIT ?",
+                    due + "ORDER BY next_due, id LIMIT ?",
                     (now, now, limit),
                 ).fetchall()
             ]
