@@ -22,15 +22,23 @@ _WATCH_VIEW: Final[dict[str, Any]] = {
         "url": {"type": "string"},
         "every_s": {"type": "number", "description": "Seconds between checks."},
         "next_check_at": {"type": "number", "description": "Unix seconds of the next check."},
-        "last_checked_at": {"description": "Unix seconds of the last check (null: none yet)."},
+        # anyOf rather than a list of types: portable to single-type schema dialects.
+        "last_checked_at": {
+            "anyOf": [{"type": "number"}, {"type": "null"}],
+            "description": "Unix seconds of the last check (null: none yet).",
+        },
         "last_outcome": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
             "description": "failed, ok, or the last change status (new, same, changed, "
             "removed); null before the first check.",
         },
         "checks": {"type": "integer"},
         "failures": {"type": "integer"},
         "changes": {"type": "integer", "description": "Checks that saw a change."},
-        "webhook": {"description": "The webhook URL (null: none)."},
+        "webhook": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "The webhook URL (null: none).",
+        },
     },
     "required": ["id", "url", "every_s", "next_check_at", "checks", "failures", "changes"],
 }
