@@ -3,8 +3,9 @@
 Start: the database (its worker thread), the batch store, the render pool, the fetcher's
 connection pools, the browser front, the service; then, for a command that runs jobs, the
 runner and ``BatchJobs`` over the store (jobs a previous run left in flight in a store of
-its own are reconciled first). Close, however the block ends: the runner (running targets
-get ``batch.shutdown_grace_s``), the service (its pending counters are written), the
+its own are reconciled first); then, when asked, ``Watches`` and its scheduler, started.
+Close, however the block ends: the watch scheduler and the runner (running checks and
+targets get ``batch.shutdown_grace_s``), the service (its pending counters are written), the
 browser, the fetcher, the render pool, the store, and the database last (queued writes
 finish first).
 """
