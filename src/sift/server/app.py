@@ -164,7 +164,12 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
             watcher.cancel()
             if keys.reloadable:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-            await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
+            # Running targets and watch checks share one grace.
+            grace_s = settings.batch.shutdown_grace_s
+            scheduler = parts.watches.scheduler if parts.watches is not None else None
+            await asyncio.gather(
+                runner.stop(grace_s), *([scheduler.stop(grace_s)] if scheduler else [])
+            )
             if w.access_log is not None:
                 w.access_log.flush()
 

@@ -80,6 +80,8 @@ class Scheduler:
         self._ready: collections.deque[Watch] = collections.deque()
         self._wake = asyncio.Event()
         self._main: asyncio.Task[None] | None = None
+        self._stop_task: asyncio.Future[None] | None = None
+        self._hurry = asyncio.Event()
         self.checks_done = 0  # checks recorded by this node (metrics, benchmarks)
 
     # -- control ------------------------------------------------------------------------------
@@ -98,19 +100,40 @@ class Scheduler:
         return len(self._tasks)
 
     async def stop(self, grace_s: float) -> None:
-        """Claim nothing more; running checks get ``grace_s``, the rest are cancelled, and
-        claimed checks not started are dropped (their watches are checked at their next due
-        time). Idempotent."""
+        """Claim nothing more; running checks get ``grace_s`` (or until ``hurry()``), the
+        rest are cancelled, and claimed checks not started are dropped (their watches are
+        checked at their next due time). Idempotent: a call while a stop runs waits for it."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(self._stop(grace_s))
+        await asyncio.shield(self._stop_task)
+
+    def hurry(self) -> None:
+        """End the grace of a stop now (a second Ctrl-C)."""
+        self._hurry.set()
+
+    async def _stop(self, grace_s: float) -> None:
         if self._main is not None:
             self._main.cancel()
             await asyncio.gather(self._main, return_exceptions=True)
             self._main = None
         self._ready.clear()
-        if self._tasks:
-            _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            while (left := [t for t in self._tasks if not t.done()]) and not hurry.done():
+                wait_s = deadline - loop.time()
+                if wait_s <= 0:
+                    break
+                await asyncio.wait(
+                    {*left, hurry}, timeout=wait_s, return_when=asyncio.FIRST_COMPLETED
+                )
+        finally:
+            hurry.cancel()
+        pending = [t for t in self._tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def run_due(self) -> int:
         """Claim and run every check due at ``clock()`` until none is left; how many ran.
