@@ -4,6 +4,7 @@ upstreams; a fake clock moved by the test and ``Scheduler.run_due()`` instead of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,37 @@ async def test_checks_are_bounded_per_node_and_per_host(tmp_path: Path) -> None:
         rig.clock.now = T0 + 10
         assert await rig.scheduler.run_due() == 16
         assert (peak["x"], peak["y"], peak["all"]) == (2, 2, 3)
+
+
+async def test_stop_gives_running_checks_the_grace_then_cancels_and_records_nothing(
+    tmp_path: Path,
+) -> None:
+    """A hung upstream: ``stop(grace_s)`` returns (well before the upstream's 30 s stall),
+    the check is cancelled and nothing is recorded for it; the watch is due again later."""
+    from aiohttp import web
+
+    release = asyncio.Event()
+    started = asyncio.Event()
+
+    async def hang(request: web.Request) -> web.StreamResponse:
+        started.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(release.wait(), 30)
+        return web.Response(text="late", content_type="text/plain")
+
+    async with Upstream() as up, watch_rig(watch_settings(tmp_path)) as rig:
+        up.route("/hang", hang)
+        view = await rig.create(INDEXER, {"url": up.url("/hang"), "every": 10})
+        assert await rig.scheduler.claim_and_start() == 1
+        await started.wait()
+        assert rig.scheduler.active == 1
+        stopping = asyncio.ensure_future(rig.scheduler.stop(30.0))
+        await asyncio.sleep(0.05)
+        assert not stopping.done()  # the check has its grace
+        rig.scheduler.hurry()  # a second Ctrl-C
+        await stopping
+        assert rig.scheduler.active == 0
+        shown = await rig.watches.get(INDEXER, view["id"], 10)
+        assert (shown["checks"], shown["events"]) == (0, [])
+        assert shown["next_check_at"] == T0 + 10
+        release.set()

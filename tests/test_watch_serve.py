@@ -93,3 +93,41 @@ def test_client_and_cli_and_a_restart(upstream: SyncUpstream, tmp_path: Path) ->
         lines = shown_cli.stdout.splitlines()
         assert lines[0].startswith(f"{wid}  every 1s") and lines[0].endswith(url)
         assert len(lines) == 4 and all(" ok HTTP 200" in line for line in lines[1:])
+
+
+def test_sift_watch_without_a_server_stores_the_watch_for_the_next_one(
+    upstream: SyncUpstream, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, EXTRA)
+    cfg = config[0]
+    data = tmp_path / "data"
+    local = [*SIFT, "watch"]
+    where = ["--config", str(cfg), "--data-dir", str(data)]
+    url = f"{upstream.base_url}/w"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*local, *args, *where], capture_output=True, text=True, timeout=60)
+
+    added = run("add", url, "--every", "1s", "--json")
+    assert added.returncode == 0, added.stderr
+    wid = json.loads(added.stdout)["id"]
+    listed = run("list")
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == [wid]
+    assert "last -  checks 0" in listed.stdout  # nothing checks it without a server
+    bad = run("add", url, "--every", "0.1")
+    assert bad.returncode == 1
+    assert "every: 0.1 s is shorter than this caller's minimum interval of 1 s" in bad.stderr
+    # The next `sift serve` on that data directory checks it; `sift watch` then goes
+    # through that server, as the operator (the watch's owner).
+    with sift_serve(tmp_path, config=config, data_dir=data):
+        deadline = time.monotonic() + 60
+        while True:
+            shown = run("show", wid, "--json")
+            assert shown.returncode == 0, shown.stderr
+            assert "going through it" in shown.stderr
+            view = json.loads(shown.stdout)
+            if view["checks"] >= 1:
+                break
+            assert time.monotonic() < deadline, view
+            time.sleep(0.2)
+        assert view["events"][-1]["outcome"] == "ok"
