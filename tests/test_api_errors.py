@@ -138,6 +138,37 @@ async def test_every_route_and_failure_has_the_envelope(
         ("GET", "/v1/screenshots/not-a-digest", restricted, None, 404, "not_found"),
         ("DELETE", "/v1/screenshots/sha256:" + "0" * 64, fleet, None, 405, "method_not_allowed"),
         ("GET", "/test-only/boom", fleet, None, 500, "internal_error"),
+        # /v1/watches (docs/watches.md)
+        ("GET", "/v1/watches", {"Authorization": "Bearer wrong"}, None, 401, "unauthorized"),
+        (
+            "POST",
+            "/v1/watches",
+            restricted,
+            {"url": "http://127.0.0.1/", "every": "2h"},
+            403,
+            "blocked_address",
+        ),
+        ("GET", "/v1/watches/nope", fleet, None, 404, "not_found"),
+        ("DELETE", "/v1/watches/nope", fleet, None, 404, "not_found"),
+        ("PUT", "/v1/watches", fleet, None, 405, "method_not_allowed"),
+        (
+            "POST",
+            "/v1/watches",
+            fleet,
+            {"url": "x", "pad": "a" * (64 << 10)},
+            413,
+            "request_too_large",
+        ),
+        ("POST", "/v1/watches", fleet, {"url": f"{pub}/ok", "every": 1}, 422, "invalid_request"),
+        (
+            "POST",
+            "/v1/watches",
+            fleet,
+            {"url": "gopher://x.test/", "every": "1h"},
+            422,
+            "invalid_url",
+        ),
+        ("GET", "/v1/watches/nope?events=-1", fleet, None, 422, "invalid_request"),
     ]
     for method, path, headers, body, status, code in cases:
         kwargs: dict[str, object] = {"headers": headers}

@@ -116,7 +116,7 @@ def test_routes_that_take_a_key_declare_bearer_auth() -> None:
     assert {where for where, security in declared.items() if security is None} == open_routes
     keyed = [{"bearer": []}, {}]  # a key, or none on a server without callers (anonymous)
     assert all(declared[where] == keyed for where in declared.keys() - open_routes)
-    assert len(declared) == 15  # + /v1/screenshots/{digest}, /v1/watches/{id}/deliveries
+    assert len(declared) == 19  # + screenshots, deliveries and the four watch routes
 
 
 def test_schema_states_the_limits_the_server_enforces() -> None:

@@ -59,6 +59,9 @@ async def test_every_tool_over_http_shares_the_core(served: Served) -> None:
                 "batch_results",
                 "crawl",
                 "map",
+                "watch",
+                "watches",
+                "changes",
             }
             # ... and served from the cache through MCP.
             got = await call(session, "fetch", {"url": url})

@@ -35,7 +35,17 @@ REPO = Path(__file__).resolve().parent.parent
 INSPECTOR_DIR = REPO / "tools" / "mcp-inspector"
 INSPECTOR_BIN = INSPECTOR_DIR / "node_modules" / ".bin" / "mcp-inspector"
 STAMP = INSPECTOR_DIR / "node_modules" / ".sift-lock-sha256"
-TOOLS = ["fetch", "batch_submit", "batch_status", "batch_results", "crawl", "map"]
+TOOLS = [
+    "fetch",
+    "batch_submit",
+    "batch_status",
+    "batch_results",
+    "crawl",
+    "map",
+    "watch",
+    "watches",
+    "changes",
+]
 PAGE = (
     "<html><head><title>Inspected</title></head><body><article><h1>Heading</h1>"
     "<p>A paragraph long enough to be the main content of this small test page.</p>"

@@ -80,6 +80,9 @@ async def test_every_tool_over_stdio(tmp_path: Path) -> None:
                 "batch_results",
                 "crawl",
                 "map",
+                "watch",
+                "watches",
+                "changes",
             ]
             fetch_schema = listed.tools[0].input_schema
             assert list(fetch_schema["properties"]) == [

@@ -3,11 +3,12 @@
 Start: the database (its worker thread), the batch store, the render pool, the fetcher's
 connection pools, the browser front, the service; the webhook deliverer, when asked
 (``sift serve``); then, for a command that runs jobs, the runner and ``BatchJobs`` over the
-store (jobs a previous run left in flight in a store of its own are reconciled first).
-Close, however the block ends: the runner (running targets get ``batch.shutdown_grace_s``),
-the deliverer (attempts in flight are released), the service (its pending counters are
-written), the browser, the fetcher, the render pool, the store, and the database last
-(queued writes finish first).
+store (jobs a previous run left in flight in a store of its own are reconciled first); then,
+when asked, ``Watches`` and its scheduler, started. Close, however the block ends: the watch
+scheduler and the runner (running checks and targets get ``batch.shutdown_grace_s``), the
+deliverer (attempts in flight are released), the service (its pending counters are written),
+the browser, the fetcher, the render pool, the store, and the database last (queued writes
+finish first).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from sift.service import Service
     from sift.store import BatchStore
     from sift.store.history import HistoryStore
+    from sift.watch.watches import Watches
     from sift.webhooks.deliverer import Deliverer
     from sift.workers import RenderPool
 
@@ -52,6 +54,7 @@ class Parts:
     runner: Runner | None = None
     jobs: BatchJobs | None = None
     deliverer: Deliverer | None = None
+    watches: Watches | None = None
 
 
 @asynccontextmanager
@@ -71,6 +74,7 @@ async def assemble(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     reconcile: bool = True,
     webhooks: bool = False,
+    watches: bool = False,
 ) -> AsyncIterator[Parts]:
     """Start a sift's parts from ``settings``; yields ``Parts``; closes them all on exit.
 
@@ -83,7 +87,9 @@ async def assemble(
     restart reconciliation — unless ``reconcile=False``: the live jobs were handed over by
     the previous owner of the data directory, to be run, not failed (``sift mcp``).
     ``webhooks=True`` (with the store) also starts the webhook deliverer.
-    ``clock`` (unix seconds) and ``sleep`` reach the service and the runner: tests pass a
+    ``watches=True`` (implies the store) builds ``Watches`` and starts its scheduler
+    (``[watch] enabled``), stopped on exit before the service closes. ``clock`` (unix
+    seconds) and ``sleep`` reach the service, the runner and the scheduler: tests pass a
     fake pair.
     """
     from sift.dcache import AsyncDB
@@ -100,7 +106,9 @@ async def assemble(
             adb = AsyncDB(db)
         stack.push_async_callback(adb.close)
         batch_store = (
-            await _open_store(settings, adb, stack) if store or principals is not None else None
+            await _open_store(settings, adb, stack)
+            if store or watches or principals is not None
+            else None
         )
         pool = render_pool if render_pool is not None else build_render_pool(settings)
         stack.callback(pool.close)
@@ -130,6 +138,9 @@ async def assemble(
         if principals is not None:
             assert batch_store is not None
             parts = await _with_jobs(parts, batch_store, principals, stack, clock, sleep, reconcile)
+        if watches:
+            assert batch_store is not None
+            parts = _with_watches(parts, batch_store, principals, stack, clock, sleep)
         yield parts
 
 
@@ -174,6 +185,32 @@ async def _open_store(settings: Settings, adb: AsyncDB, stack: AsyncExitStack) -
     store = await open_store(settings, adb)
     stack.push_async_callback(store.close)
     return store
+
+
+def _with_watches(
+    parts: Parts,
+    store: BatchStore,
+    principals: Mapping[str, Principal] | None,
+    stack: AsyncExitStack,
+    clock: Callable[[], float],
+    sleep: Callable[[float], Awaitable[None]],
+) -> Parts:
+    """``parts`` with ``Watches``; its scheduler started (stopped on exit, its running
+    checks given ``batch.shutdown_grace_s``)."""
+    from dataclasses import replace
+
+    from sift.assembly.watching import make_watches
+    from sift.principal import OPERATOR
+
+    # Watches the local operator creates through the server run as the operator (as batch).
+    who = principals if principals is not None else {OPERATOR.name: OPERATOR}
+    watches = make_watches(
+        parts.settings, store, parts.service, principals=who, clock=clock, sleep=sleep
+    )
+    if watches.scheduler is not None:
+        watches.scheduler.start()
+        stack.push_async_callback(watches.scheduler.stop, parts.settings.batch.shutdown_grace_s)
+    return replace(parts, watches=watches)
 
 
 async def _with_jobs(

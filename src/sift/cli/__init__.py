@@ -1,5 +1,5 @@
 """The ``sift`` command: ``serve``, ``fetch``, ``batch``, ``crawl``, ``map``, ``mcp``,
-``stats``, ``keys``.
+``stats``, ``keys``, ``watch``.
 
 One module per command (``sift.cli.serve`` …), each registering its parser and importing
 downward only (``sift.assembly`` builds what it runs); this package only gathers the
@@ -25,6 +25,7 @@ from sift.cli.keys import add_keys_parser
 from sift.cli.mcp import add_mcp_parser, tell_usage_errors
 from sift.cli.serve import add_serve_parser
 from sift.cli.stats import add_stats_parser
+from sift.cli.watch import add_watch_parser
 from sift.errors import ConfigError, SiftError, StoreError
 
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub)
     add_stats_parser(sub)
     add_keys_parser(sub)
+    add_watch_parser(sub)
     return parser
 
 

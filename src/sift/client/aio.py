@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 import httpx
 
 from sift.client import core
+from sift.client import watches as wcalls
 from sift.client.wire import BatchItem, Envelope, JobView, Progress
 
 T = TypeVar("T")
@@ -83,6 +84,28 @@ class AsyncClient:
 
     async def map(self, url: str, **params: Any) -> dict[str, Any]:
         return await self._send(core.map_call(url, params))
+
+    async def create_watch(
+        self,
+        url: str,
+        every: float | str,
+        *,
+        options: dict[str, Any] | None = None,
+        ignore: Sequence[str] | None = None,
+        webhook: str | None = None,
+    ) -> dict[str, Any]:
+        return await self._send(
+            wcalls.create_call(url, every, options=options, ignore=ignore, webhook=webhook)
+        )
+
+    async def list_watches(self) -> list[dict[str, Any]]:
+        return await self._send(wcalls.list_call())
+
+    async def get_watch(self, watch_id: str, *, events: int = 20) -> dict[str, Any]:
+        return await self._send(wcalls.get_call(watch_id, events))
+
+    async def delete_watch(self, watch_id: str) -> dict[str, Any]:
+        return await self._send(wcalls.delete_call(watch_id))
 
     async def job(self, job_id: str) -> AsyncJob:
         return AsyncJob(self, await self._send(core.job_call(job_id)), created=False)

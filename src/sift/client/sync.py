@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from sift.client import core
+from sift.client import watches as wcalls
 from sift.client.wire import BatchItem, Envelope, JobView, Progress
 
 T = TypeVar("T")
@@ -98,6 +99,30 @@ class Client:
         """``POST /v1/map`` (``scope``, ``include``, ``exclude``, ``sitemap``, ``limit``):
         ``{"url", "urls", "count", "truncated", "complete"}``."""
         return self._send(core.map_call(url, params))
+
+    def create_watch(
+        self,
+        url: str,
+        every: float | str,
+        *,
+        options: dict[str, Any] | None = None,
+        ignore: Sequence[str] | None = None,
+        webhook: str | None = None,
+    ) -> dict[str, Any]:
+        """``POST /v1/watches``: check ``url`` every ``every`` (seconds or "30m", "2h")."""
+        return self._send(
+            wcalls.create_call(url, every, options=options, ignore=ignore, webhook=webhook)
+        )
+
+    def list_watches(self) -> list[dict[str, Any]]:
+        return self._send(wcalls.list_call())
+
+    def get_watch(self, watch_id: str, *, events: int = 20) -> dict[str, Any]:
+        """The watch and its newest ``events`` checks (changes with diffs), newest first."""
+        return self._send(wcalls.get_call(watch_id, events))
+
+    def delete_watch(self, watch_id: str) -> dict[str, Any]:
+        return self._send(wcalls.delete_call(watch_id))
 
     def job(self, job_id: str) -> Job:
         """An existing job of this caller (``NotFound`` otherwise)."""

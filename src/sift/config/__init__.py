@@ -10,7 +10,7 @@ file, the key and the reason, which the CLI prints before exiting with status 2.
 
 One module per section holds its dataclass, defaults and rules (``cache``, ``batch``,
 ``store``, ``classes``, ``egress``, ``listener``, ``browser``, ``callers``,
-``webhooks``); ``settings``
+``webhooks``, ``watch``); ``settings``
 ties them into ``Settings``, ``table`` flattens it, ``loader`` reads it, ``values`` holds
 the parsers they share. Import the names from ``sift.config``.
 """
@@ -34,6 +34,7 @@ from sift.config.settings import Settings, validate
 from sift.config.store import StoreSettings
 from sift.config.table import FieldInfo, iter_fields
 from sift.config.values import parse_listen, parse_size
+from sift.config.watch import WatchSettings
 from sift.config.webhooks import WebhooksSettings
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "ListenerSettings",
     "Settings",
     "StoreSettings",
+    "WatchSettings",
     "WebhooksSettings",
     "config_path",
     "iter_fields",

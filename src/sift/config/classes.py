@@ -134,6 +134,16 @@ class ClassSettings:
             "Wall-clock limit of one render; past it the render worker is killed (render_timeout)."
         ),
     )
+    max_watches: int = field(
+        default=20,
+        metadata=doc(
+            "Watches one caller may have (POST /v1/watches beyond it: 429 quota_exceeded)."
+        ),
+    )
+    min_interval_s: float = field(
+        default=3600.0,
+        metadata=doc("Shortest interval (every) a caller's watch may have, in seconds."),
+    )
     render_max_bytes: int = field(
         default=4 << 20,
         metadata=doc(
@@ -169,6 +179,8 @@ def _fleet_defaults() -> ClassSettings:
         screenshot_max_bytes=16 << 20,
         render_timeout_s=30.0,
         render_max_bytes=32 << 20,
+        max_watches=1000,
+        min_interval_s=60.0,
     )
 
 
@@ -204,11 +216,15 @@ def check_classes(classes: ClassesSettings, where: str) -> None:
             "max_inflight",
             "max_links",
             "render_max_bytes",
+            "max_watches",
         ):
             if getattr(c, fname) < (0 if fname == "max_redirects" else 1):
                 raise ConfigError(f"{where}: classes.{cls_name}.{fname}: must be positive")
         check_positive(
-            c, ("timeout_s", "connect_timeout_s", "render_timeout_s"), where, f"classes.{cls_name}."
+            c,
+            ("timeout_s", "connect_timeout_s", "render_timeout_s", "min_interval_s"),
+            where,
+            f"classes.{cls_name}.",
         )
         for cidr in c.private_cidrs:
             check_cidr(cidr, where, f"classes.{cls_name}.private_cidrs")

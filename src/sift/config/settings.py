@@ -28,6 +28,7 @@ from sift.config.history import HistorySettings, check_history
 from sift.config.listener import ListenerSettings, check_listener
 from sift.config.store import StoreSettings, check_store
 from sift.config.values import doc, parse_listen
+from sift.config.watch import WatchSettings, check_watch
 from sift.config.webhooks import WebhooksSettings, check_webhooks
 from sift.errors import ConfigError
 
@@ -85,6 +86,7 @@ class Settings:
     browser: BrowserSettings = field(default_factory=BrowserSettings, metadata=doc("[browser]"))
     listener: ListenerSettings = field(default_factory=ListenerSettings, metadata=doc("[listener]"))
     webhooks: WebhooksSettings = field(default_factory=WebhooksSettings, metadata=doc("[webhooks]"))
+    watch: WatchSettings = field(default_factory=WatchSettings, metadata=doc("[watch]"))
     callers: tuple[Caller, ...] = field(
         default=(),
         metadata=doc("[[callers]] entries: name, class, key_sha256 (see `sift keys add`)."),
@@ -127,4 +129,5 @@ def validate(settings: Settings, where: str) -> None:
     check_store(settings.store, where)
     check_webhooks(settings.webhooks, where)
     check_history(settings.history, where)
+    check_watch(settings.watch, where)
     check_callers(settings.callers, where)

@@ -158,7 +158,55 @@ _V4: Final[tuple[str, ...]] = (
 # Version 5: the change history of changes=true fetches (store/sqlite/history.py).
 # Version 6: the webhook outbox, its delivery log and the job webhooks waiting for their
 # job to end (sift.store.webhooks; the DDL lives with its SQL in store/sqlite/webhooks.py).
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, _V3, _V4, HISTORY_DDL, WEBHOOKS_DDL)
+
+# Version 7: watches (docs/watches.md): one row per watch with its schedule, its claim
+# (lease_until, token) and a summary of its checks; one row per check event, kept per watch
+# up to [watch] events_kept.
+_V7: Final[tuple[str, ...]] = (
+    """CREATE TABLE IF NOT EXISTS watch (
+        id              TEXT PRIMARY KEY,
+        caller          TEXT NOT NULL,
+        caller_class    TEXT NOT NULL,
+        url             TEXT NOT NULL,
+        every_s         REAL NOT NULL,
+        options         TEXT NOT NULL,       -- JSON fetch options, url excluded
+        ignore          TEXT NOT NULL,       -- JSON list of CSS selectors
+        webhook         TEXT NOT NULL,       -- '' when none
+        webhook_secret  TEXT NOT NULL,
+        created_at      REAL NOT NULL,
+        next_due        REAL NOT NULL,
+        lease_until     REAL NOT NULL DEFAULT 0,
+        token           INTEGER NOT NULL DEFAULT 0,
+        checks          INTEGER NOT NULL DEFAULT 0,
+        failures        INTEGER NOT NULL DEFAULT 0,
+        changes         INTEGER NOT NULL DEFAULT 0,
+        last_checked_at REAL,
+        last_outcome    TEXT NOT NULL DEFAULT ''
+    )""",
+    "CREATE INDEX IF NOT EXISTS watch_caller ON watch(caller, created_at)",
+    "CREATE INDEX IF NOT EXISTS watch_due ON watch(next_due)",
+    """CREATE TABLE IF NOT EXISTS watch_event (
+        watch_id    TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        checked_at  REAL NOT NULL,
+        outcome     TEXT NOT NULL,           -- 'ok' | 'failed'
+        http_status INTEGER,
+        change      TEXT,                    -- the envelope's change, JSON
+        error       TEXT,
+        hint        TEXT,
+        PRIMARY KEY (watch_id, seq)
+    ) WITHOUT ROWID""",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    _V1,
+    _V2,
+    _V3,
+    _V4,
+    HISTORY_DDL,
+    WEBHOOKS_DDL,
+    _V7,
+)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 

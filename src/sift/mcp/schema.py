@@ -15,6 +15,7 @@ from sift.mcp.job_schema import (
     CRAWL_TOOL,
     MAP_TOOL,
 )
+from sift.mcp.watch_schema import WATCH_TOOLS
 
 TOOLS: Final = (
     FETCH_TOOL,
@@ -23,6 +24,7 @@ TOOLS: Final = (
     BATCH_RESULTS_TOOL,
     CRAWL_TOOL,
     MAP_TOOL,
+    *WATCH_TOOLS,
 )
 
 

@@ -75,10 +75,12 @@ async def serve_stdio(
     principals = {principal.name: principal}
     if resumed is not None:
         principals.setdefault(OPERATOR.name, OPERATOR)  # a handed-over job may be the operator's
-    async with assemble(settings, principals=principals, reconcile=resumed is None) as parts:
+    async with assemble(
+        settings, principals=principals, reconcile=resumed is None, watches=True
+    ) as parts:
         assert parts.runner is not None and parts.jobs is not None and parts.store is not None
         jobs = set(await requeue(parts.store, resumed or (), int(time.time())))
-        core = Core(parts.service, parts.jobs)
+        core = Core(parts.service, parts.jobs, parts.watches)
         parts.runner.start()
         server = build_server(SessionTools(lambda: core, jobs), _fixed(principal))
         async with stdio_server() as (read_stream, write_stream):

@@ -34,6 +34,7 @@ from sift.crawl.spec import parse_map
 from sift.crawl.submit import submit_crawl
 from sift.errors import BadRequest, SiftError
 from sift.jsonio import dumps, loads
+from sift.mcp import watch_tools
 from sift.mcp.fetch_schema import DEFAULT_MAX_BYTES
 from sift.mcp.image import image_content
 from sift.mcp.job_schema import RESULTS_DEFAULT_LIMIT, RESULTS_MAX_LIMIT
@@ -41,6 +42,7 @@ from sift.mcp.schema import TOOLS, input_schema
 from sift.options import MAX_INT, parse_options
 from sift.principal import Principal
 from sift.service import Service
+from sift.watch.watches import Watches
 
 log = logging.getLogger("sift.mcp")
 
@@ -72,10 +74,12 @@ _OUTCOME_FIELDS: Final = (
 
 @dataclass(frozen=True)
 class Core:
-    """What the tools call: the fetch service and the batch jobs of this process."""
+    """What the tools call: the fetch service, the batch jobs and the watches of this
+    process."""
 
     service: Service
     jobs: BatchJobs
+    watches: Watches | None = None
 
 
 Handler = Callable[[Principal, dict[str, Any]], Awaitable[types.CallToolResult]]
@@ -105,6 +109,9 @@ class SiftTools:
             "batch_results": self.batch_results,
             "crawl": self.crawl,
             "map": self.map,
+            "watch": self.watch,
+            "watches": self.watches,
+            "changes": self.changes,
         }
         assert set(self._handlers) == {t.name for t in TOOLS}
 
@@ -217,6 +224,17 @@ class SiftTools:
                 Crawler(core.jobs.store, core.service), core.service, principal, spec
             )
         return structured_result(result)
+
+    async def watch(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        core = self._core()
+        made = await watch_tools.watch(core.watches, principal, args, self._clock())
+        return structured_result(made)
+
+    async def watches(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        return structured_result(await watch_tools.list_watches(self._core().watches, principal))
+
+    async def changes(self, principal: Principal, args: dict[str, Any]) -> types.CallToolResult:
+        return structured_result(await watch_tools.changes(self._core().watches, principal, args))
 
     def _now(self) -> int:
         return int(self._clock())

@@ -33,6 +33,7 @@ from sift.api.observe import AccessLog, ObserveMiddleware
 from sift.api.schema import ERROR_RESPONSES, Health, declare_bearer_auth, keyed
 from sift.api.screenshot_routes import install_screenshot_routes
 from sift.api.stats_routes import install_stats_routes
+from sift.api.watch_routes import install_watch_routes
 from sift.assembly import assemble, build_browser, build_render_pool
 from sift.browser import Browser
 from sift.config import Settings
@@ -44,6 +45,7 @@ from sift.jsonio import dumps
 from sift.mcp.http import McpHttp, install_mcp
 from sift.mcp.tools import Core
 from sift.metrics import Metrics
+from sift.principal import Principal
 from sift.store import BatchStore
 from sift.workers import RenderPool
 
@@ -64,6 +66,13 @@ class _Wiring:
     metrics: Metrics
     access_log: AccessLog | None
     mcp_http: McpHttp | None = None
+
+
+async def _owns_watch(app: FastAPI, principal: Principal, watch_id: str) -> bool:
+    """The delivery log of a watch is its owner's: an owned watch with no event yet is an
+    empty list, another caller's or a missing one 404."""
+    watches = app.state.watches if hasattr(app.state, "watches") else None
+    return watches is not None and await watches.owns(principal, watch_id)
 
 
 def create_app(
@@ -103,13 +112,14 @@ def create_app(
     declare_bearer_auth(app)
     install_batch_routes(app)
     install_crawl_routes(app)
-    install_delivery_routes(app)
+    install_delivery_routes(app, owns=partial(_owns_watch, app))
+    install_watch_routes(app)
     hot_routes = install_fetch_routes(app)
     install_screenshot_routes(app)
     install_stats_routes(app)
     install_console(app)
     wiring.mcp_http = install_mcp(
-        app, settings, lambda: Core(app.state.service, app.state.batch), keys
+        app, settings, lambda: Core(app.state.service, app.state.batch, app.state.watches), keys
     )
     # Host/Origin refusals are observed (counted and logged) like any other answer: the
     # guard sits inside ObserveMiddleware, on both paths.
@@ -142,9 +152,11 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
         metrics=w.metrics,
         store=True,
         webhooks=True,
+        watches=True,
     ) as parts:
         app.state.store = parts.store
         app.state.deliverer = parts.deliverer
+        app.state.watches = parts.watches
         if parts.deliverer is not None:  # a webhook goes out under its owner's class of now
             parts.deliverer.follow_callers(lambda: keys.callers)
         app.state.adb = parts.adb
@@ -168,7 +180,12 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
             watcher.cancel()
             if keys.reloadable:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
-            await runner.stop(settings.batch.shutdown_grace_s)  # running targets get a grace
+            # Running targets and watch checks share one grace.
+            grace_s = settings.batch.shutdown_grace_s
+            scheduler = parts.watches.scheduler if parts.watches is not None else None
+            await asyncio.gather(
+                runner.stop(grace_s), *([scheduler.stop(grace_s)] if scheduler else [])
+            )
             if w.access_log is not None:
                 w.access_log.flush()
 

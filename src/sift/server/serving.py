@@ -110,6 +110,7 @@ class SiftServer(uvicorn.Server):
         self._deadline = 0.0
         self._now = asyncio.Event()  # a second Ctrl-C
         self._runner_stop: asyncio.Future[None] | None = None
+        self._scheduler_stop: asyncio.Future[None] | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -144,6 +145,10 @@ class SiftServer(uvicorn.Server):
         """The app's batch runner, once its lifespan has started one."""
         return getattr(getattr(self._app.state, "batch", None), "runner", None)
 
+    def _scheduler(self) -> Any:
+        """The app's watch scheduler, once its lifespan has started one."""
+        return getattr(getattr(self._app.state, "watches", None), "scheduler", None)
+
     def _begin(self) -> None:
         assert self._loop is not None
         self._cut_off.stopping = True
@@ -154,6 +159,9 @@ class SiftServer(uvicorn.Server):
             targets = runner.active
             # Stop starting targets now; the app's shutdown joins this stop.
             self._runner_stop = asyncio.ensure_future(runner.stop(self._grace_s))
+        if (scheduler := self._scheduler()) is not None:
+            # Watch checks share the grace; the app's shutdown joins this stop too.
+            self._scheduler_stop = asyncio.ensure_future(scheduler.stop(self._grace_s))
         self._say(stopping_line(len(self.server_state.tasks), targets, self._grace_s))
 
     def _hurry(self) -> None:
@@ -161,6 +169,8 @@ class SiftServer(uvicorn.Server):
         runner = self._runner()
         if runner is not None:
             runner.hurry()
+        if (scheduler := self._scheduler()) is not None:
+            scheduler.hurry()
         self._say("sift: stopping now; cutting off what still runs")
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:

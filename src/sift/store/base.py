@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, get_args
 
 from sift.errors import BadRequest, NotFound
+from sift.store.watches import WatchStore
 
 Backend = Literal["sqlite", "postgres"]
 
@@ -134,6 +135,11 @@ class BatchStore(Protocol):
     def shared(self) -> bool:
         """True when several sift nodes share this store: a node starting up must then leave
         live jobs alone (no restart reconciliation; leases recover lost work instead)."""
+        ...
+
+    @property
+    def watches(self) -> WatchStore:
+        """The watch tables in the same database (``sift.store.watches``)."""
         ...
 
     # -- the spec's fourteen methods -------------------------------------------------------

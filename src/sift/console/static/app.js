@@ -1,4 +1,4 @@
-// The console: a hash router over six pages, the sign-in state, and polling while a
+// The console: a hash router over eight pages, the sign-in state, and polling while a
 // page shows something live. Every number and text comes from the public API.
 
 import { api, session } from "./api.js";
@@ -8,13 +8,15 @@ import { $, showError } from "./dom.js";
 import { JobPage } from "./job.js";
 import { drawJobs, setupJobs } from "./jobs.js";
 import { setupTry } from "./try.js";
+import { drawWatches, setupWatches, WatchPage } from "./watches.js";
 
 const POLL_MS = 1000;
 const CACHE_POLL_MS = 2000;
-const PAGES = ["signin", "try", "jobs", "job", "crawl", "cache"];
+const WATCH_POLL_MS = 2000;
+const PAGES = ["signin", "try", "jobs", "job", "crawl", "watches", "watch", "cache"];
 const TITLES = {
   signin: "sign in", try: "try a URL", jobs: "jobs", job: "job", crawl: "crawl & map",
-  cache: "cache & health",
+  watches: "watches", watch: "watch", cache: "cache & health",
 };
 
 const state = { identity: null, timer: null, generation: 0 };
@@ -105,6 +107,7 @@ function poll(step, errorBox, everyMs = POLL_MS) {
 function parse(hash) {
   const [, page = "", arg = ""] = hash.split("/");
   if (page === "jobs" && arg) return ["job", decodeURIComponent(arg)];
+  if (page === "watches" && arg) return ["watch", decodeURIComponent(arg)];
   return [PAGES.includes(page) ? page : "try", null];
 }
 
@@ -127,7 +130,8 @@ const router = {
     }
     for (const name of PAGES) $(`page-${name}`).hidden = name !== page;
     for (const link of document.querySelectorAll("[data-nav]")) {
-      const current = link.dataset.nav === page || (page === "job" && link.dataset.nav === "jobs");
+      const current = link.dataset.nav === page || (page === "job" && link.dataset.nav === "jobs")
+        || (page === "watch" && link.dataset.nav === "watches");
       if (current) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
     }
@@ -140,6 +144,13 @@ const router = {
       const view = new JobPage(arg);
       poll(() => view.refresh(), $("job-view-error"));
     }
+    if (page === "watches") poll(drawWatches, $("watch-error"), WATCH_POLL_MS);
+    if (page === "watch") {
+      $("watch-view").replaceChildren();
+      $("watch-h").textContent = `Watch ${arg}`;
+      const view = new WatchPage(arg);
+      poll(() => view.refresh(), $("watch-view-error"), WATCH_POLL_MS);
+    }
     if (page === "cache") {
       const view = new CachePage(state.identity);
       poll(() => view.refresh(), $("cache-error"), CACHE_POLL_MS);
@@ -151,5 +162,6 @@ setupSignin();
 setupTry();
 setupJobs(router);
 setupCrawl(router);
+setupWatches(router);
 window.addEventListener("hashchange", () => router.render());
 router.render();

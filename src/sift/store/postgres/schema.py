@@ -161,6 +161,43 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     # 4: the webhook outbox, its delivery log and the job webhooks waiting for their job
     # to end (sift.store.webhooks; the DDL lives with its SQL in webhooks.py).
     WEBHOOKS_DDL,
+    # 5: watches (docs/watches.md, sift.store.watches): the schedule, the claim (lease_until,
+    # token) and a summary per watch; one row per check event, kept up to events_kept.
+    """
+    CREATE TABLE watch (
+        id              text PRIMARY KEY,
+        caller          text NOT NULL,
+        caller_class    text NOT NULL,
+        url             text NOT NULL,
+        every_s         double precision NOT NULL,
+        options         text NOT NULL,
+        ignore          text NOT NULL,
+        webhook         text NOT NULL,
+        webhook_secret  text NOT NULL,
+        created_at      double precision NOT NULL,
+        next_due        double precision NOT NULL,
+        lease_until     double precision NOT NULL DEFAULT 0,
+        token           bigint NOT NULL DEFAULT 0,
+        checks          bigint NOT NULL DEFAULT 0,
+        failures        bigint NOT NULL DEFAULT 0,
+        changes         bigint NOT NULL DEFAULT 0,
+        last_checked_at double precision,
+        last_outcome    text NOT NULL DEFAULT ''
+    );
+    CREATE INDEX watch_caller ON watch (caller, created_at);
+    CREATE INDEX watch_due ON watch (next_due);
+    CREATE TABLE watch_event (
+        watch_id    text NOT NULL REFERENCES watch (id) ON DELETE CASCADE,
+        seq         bigint NOT NULL,
+        checked_at  double precision NOT NULL,
+        outcome     text NOT NULL,
+        http_status integer,
+        change      text,
+        error       text,
+        hint        text,
+        PRIMARY KEY (watch_id, seq)
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

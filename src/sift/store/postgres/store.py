@@ -46,6 +46,7 @@ from sift.store.postgres.claims import PgWork
 from sift.store.postgres.conn import Cursor, PgConn
 from sift.store.postgres.history import PgHistory
 from sift.store.postgres.schema import prepare
+from sift.store.postgres.watches import PgWatchStore
 
 
 class PgBatchStore:
@@ -61,6 +62,7 @@ class PgBatchStore:
         }
         self.work = PgWork(conn)
         self.history = PgHistory(conn)  # the change history shares the pool
+        self.watches = PgWatchStore(conn)
 
     @classmethod
     async def open(cls, settings: StoreSettings, *, migrate: bool = True) -> PgBatchStore:

@@ -11,26 +11,14 @@ closes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from sift.store.base import Backend, BatchJob, BatchTarget, JobStatus, NewTarget, TargetStatus
 from sift.store.sqlite import steps
 from sift.store.sqlite.tables import BatchTables as DB
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class DBWorker(Protocol):
-    """What the store needs of the node's ``sift.dcache.AsyncDB``: run a method of the
-    database (a ``DB``, which carries ``BatchTables``) on its worker thread. Declared here
-    so that the store room does not import the content cache."""
-
-    async def run(
-        self, method: Callable[Concatenate[DB, P], R], /, *args: P.args, **kwargs: P.kwargs
-    ) -> R: ...
-
+from sift.store.sqlite.watchstore import SqliteWatchStore
+from sift.store.sqlite.worker import DBWorker as DBWorker
 
 _STAT_KEYS = ("batch_jobs", "batch_bytes", "batch_misses", "batch_idem_misses", "batch_evictions")
 
@@ -40,6 +28,7 @@ class SqliteBatchStore:
 
     def __init__(self, adb: DBWorker) -> None:
         self.adb = adb
+        self.watches = SqliteWatchStore(adb)
 
     @property
     def backend(self) -> Backend:

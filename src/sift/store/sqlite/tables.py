@@ -10,8 +10,9 @@ from __future__ import annotations
 from sift.store.sqlite.batch import BatchStoreMixin
 from sift.store.sqlite.crawl import CrawlStoreMixin
 from sift.store.sqlite.history import HistoryMixin
+from sift.store.sqlite.watches import WatchTablesMixin
 
 
-class BatchTables(BatchStoreMixin, CrawlStoreMixin, HistoryMixin):
-    """The batch, crawl and change-history tables' methods (spec/batchstore.md,
+class BatchTables(BatchStoreMixin, CrawlStoreMixin, HistoryMixin, WatchTablesMixin):
+    """The batch, crawl, change-history and watch tables' methods (spec/batchstore.md,
     docs/crawl.md, docs/watches.md)."""

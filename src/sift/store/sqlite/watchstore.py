@@ -1,0 +1,42 @@
+"""``SqliteWatchStore``: the watch tables of the node's SQLite database behind
+``WatchStore``, each method one call on the database's worker thread."""
+
+from __future__ import annotations
+
+from sift.store.sqlite.tables import BatchTables as DB
+from sift.store.sqlite.worker import DBWorker
+from sift.store.watches import Watch, WatchEvent
+
+
+class SqliteWatchStore:
+    """``WatchStore`` over the node's ``AsyncDB`` (any ``DBWorker``)."""
+
+    def __init__(self, adb: DBWorker) -> None:
+        self.adb = adb
+
+    async def create_watch(self, watch: Watch, max_watches: int) -> None:
+        await self.adb.run(DB.create_watch, watch, max_watches)
+
+    async def watches_of(self, caller: str) -> list[Watch]:
+        return await self.adb.run(DB.watches_of, caller)
+
+    async def owned_watch(self, watch_id: str, caller: str) -> Watch:
+        return await self.adb.run(DB.owned_watch, watch_id, caller)
+
+    async def delete_watch(self, watch_id: str, caller: str) -> None:
+        await self.adb.run(DB.delete_watch, watch_id, caller)
+
+    async def watch_events(self, watch_id: str, limit: int) -> list[WatchEvent]:
+        return await self.adb.run(DB.watch_events, watch_id, limit)
+
+    async def claim_due_watches(self, now: float, limit: int, lease_s: float) -> list[Watch]:
+        return await self.adb.run(DB.claim_due_watches, now, limit, lease_s)
+
+    async def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
+        return await self.adb.run(DB.record_check, event, token, keep)
+
+    async def release_watch_leases(self) -> int:
+        return await self.adb.run(DB.release_watch_leases)
+
+    async def watch_count(self) -> int:
+        return await self.adb.run(DB.watch_count)

@@ -1,0 +1,78 @@
+"""One check of a watch: a fresh fetch through the normal pipeline, turned into an event.
+
+The check is ``Service.fetch`` as any caller's fetch (the caller's class, egress policy,
+robots.txt, render), with the options the watch was created with plus what a watch sets
+itself: ``max_age_s=0`` (never a cached copy) and, with change tracking
+(docs/watches.md "What changed"), ``changes=True``, ``tag="watch:<id>"`` (the watch's own
+history) and its ``ignore`` selectors. The event keeps the envelope's ``change`` as it is.
+
+A check fails when the fetch raises (``"<code>: <message>"`` and the hint are kept) or the
+upstream answers 429 or 5xx (``upstream_status``): nothing is compared, no webhook is sent,
+and the watch is simply checked again at its next due time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from sift.errors import SiftError
+from sift.jsonio import dumps, loads
+from sift.options import FetchOptions, parse_options
+from sift.principal import Principal
+from sift.service import Service
+from sift.store.views import error_text
+from sift.store.watches import Watch, WatchEvent
+from sift.watch.spec import HAS_CHANGES
+
+FAILED_STATUS_MIN: Final = 500
+_UPSTREAM_STATUS_HINT: Final = (
+    "The site answered with an error; the watch checks again at its next interval."
+)
+
+
+def check_options(watch: Watch) -> FetchOptions:
+    """The options of one check of ``watch`` (see the module docstring)."""
+    data: dict[str, Any] = {**loads(watch.options), "url": watch.url, "max_age_s": 0}
+    if HAS_CHANGES:
+        data.update(changes=True, tag=f"watch:{watch.id}", ignore=list(loads(watch.ignore)))
+    return parse_options(data)
+
+
+def is_failed_status(status: Any) -> bool:
+    return isinstance(status, int) and (status == 429 or status >= FAILED_STATUS_MIN)
+
+
+def event_from(watch: Watch, now: float, envelope: Mapping[str, Any]) -> WatchEvent:
+    """The event of a check whose fetch answered ``envelope``."""
+    status = envelope.get("status")
+    http_status = status if isinstance(status, int) else None
+    if is_failed_status(status):
+        return WatchEvent(
+            watch.id,
+            0,
+            now,
+            "failed",
+            http_status,
+            None,
+            f"upstream_status: the page answered HTTP {status}",
+            _UPSTREAM_STATUS_HINT,
+        )
+    change = envelope.get("change")
+    text = dumps(change).decode() if isinstance(change, dict) else None
+    return WatchEvent(watch.id, 0, now, "ok", http_status, text)
+
+
+def failed_event(watch: Watch, now: float, exc: SiftError) -> WatchEvent:
+    return WatchEvent(watch.id, 0, now, "failed", None, None, error_text(exc), exc.hint)
+
+
+async def run_check(
+    service: Service, principal: Principal, watch: Watch, now: float
+) -> tuple[WatchEvent, dict[str, Any] | None]:
+    """Fetch once; the event and the envelope (None when the fetch raised)."""
+    try:
+        envelope = await service.fetch(principal, check_options(watch))
+    except SiftError as exc:
+        return failed_event(watch, now, exc), None
+    return event_from(watch, now, envelope), envelope
