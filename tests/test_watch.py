@@ -12,7 +12,6 @@ import pytest
 
 from batchrig import T0, FakeClock, scripted
 from sift.errors import NotFound, QuotaExceeded
-from sift.watch.spec import HAS_CHANGES
 from upstream import Upstream
 from watchrig import CRAWLER, INDEXER, watch_rig, watch_settings
 
@@ -77,7 +76,7 @@ async def test_a_failing_upstream_is_recorded_and_retried_at_the_next_interval_o
         }
         assert shown["events"][2]["change"] is None
         assert (shown["checks"], shown["failures"]) == (3, 2)
-        assert shown["last_outcome"] == ("new" if HAS_CHANGES else "ok")
+        assert shown["last_outcome"] == "new"
 
 
 async def test_an_unreachable_upstream_is_a_failed_check_with_the_fetch_error(
@@ -191,7 +190,6 @@ async def test_first_checks_are_spread_by_the_jitter(tmp_path: Path) -> None:
         assert len({int((d - T0) // 10) for d in dues}) == 6
 
 
-@pytest.mark.skipif(not HAS_CHANGES, reason="needs change tracking (the `changes` fetch option)")
 async def test_a_watch_records_new_same_changed_with_the_diff_and_ignores_a_clock(
     tmp_path: Path,
 ) -> None:

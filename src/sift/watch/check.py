@@ -13,6 +13,7 @@ and the watch is simply checked again at its next due time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -21,9 +22,9 @@ from sift.jsonio import dumps, loads
 from sift.options import FetchOptions, parse_options
 from sift.principal import Principal
 from sift.service import Service
+from sift.store.history import WATCH_TAG_PREFIX
 from sift.store.views import error_text
 from sift.store.watches import Watch, WatchEvent
-from sift.watch.spec import HAS_CHANGES
 
 FAILED_STATUS_MIN: Final = 500
 _UPSTREAM_STATUS_HINT: Final = (
@@ -34,9 +35,10 @@ _UPSTREAM_STATUS_HINT: Final = (
 def check_options(watch: Watch) -> FetchOptions:
     """The options of one check of ``watch`` (see the module docstring)."""
     data: dict[str, Any] = {**loads(watch.options), "url": watch.url, "max_age_s": 0}
-    if HAS_CHANGES:
-        data.update(changes=True, tag=f"watch:{watch.id}", ignore=list(loads(watch.ignore)))
-    return parse_options(data)
+    data.update(changes=True, ignore=list(loads(watch.ignore)))
+    # The watch's own history tag is set here, after parsing: callers may not use the
+    # reserved prefix, so no caller can write into (or read) a watch's history.
+    return dataclasses.replace(parse_options(data), tag=f"{WATCH_TAG_PREFIX}{watch.id}")
 
 
 def is_failed_status(status: Any) -> bool:

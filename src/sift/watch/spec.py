@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
 from sift.batch.submit import UrlCheck, refused_entry
 from sift.config import ClassSettings
 from sift.errors import BadRequest, Blocked
 from sift.fetch.url import validate_url
-from sift.options import FetchOptions, apply_class, parse_options
+from sift.options import apply_class, parse_options
 from sift.principal import Principal
 from sift.webhooks.signing import new_secret
 
@@ -34,7 +34,6 @@ _SECRET_OPTIONS: Final = frozenset({"headers", "cookies"})
 _EVERY_RE: Final = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*")
 _UNIT_S: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # Whether this sift's fetch options carry change tracking (docs/watches.md "What changed").
-HAS_CHANGES: Final = "changes" in {f.name for f in fields(FetchOptions)}
 
 
 @dataclass(frozen=True, slots=True)
