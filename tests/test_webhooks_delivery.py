@@ -38,6 +38,18 @@ EVENT: dict[str, Any] = {
 }
 
 
+async def _watches(client: httpx.AsyncClient, *labels: str) -> dict[str, str]:
+    """Real watches of the client's caller, one per label: a delivery log is a watch's and
+    its owner's. The rig's scheduler is off (webhookrig), so they send no events of their own."""
+    ids: dict[str, str] = {}
+    for label in labels:
+        body = {"url": f"https://example.test/{label}", "every": 3600}
+        r = await client.post("/v1/watches", json=body)
+        assert r.status_code == 201, r.text
+        ids[label] = r.json()["id"]
+    return ids
+
+
 async def _log(client: httpx.AsyncClient, watch_id: str) -> list[dict[str, Any]]:
     r = await client.get(f"/v1/watches/{watch_id}/deliveries")
     assert r.status_code == 200, r.text
@@ -58,8 +70,9 @@ async def test_a_receiver_verifies_the_signature_and_the_log_is_the_callers_own(
         url = receiver.hook("/hook")
         secret = new_secret()
         deliverer = deliverer_of(apps)
+        ws = await _watches(client, "w1")
         msg_id = await deliverer.enqueue(
-            owner="indexer", source="watch", source_id="w1", url=url, secret=secret, event=EVENT
+            owner="indexer", source="watch", source_id=ws["w1"], url=url, secret=secret, event=EVENT
         )
         (got,) = await receiver.wait("/hook", 1)
         assert got.headers["webhook-id"] == msg_id
@@ -71,10 +84,10 @@ async def test_a_receiver_verifies_the_signature_and_the_log_is_the_callers_own(
         assert abs(stamp - got.at) <= 5
 
         async def delivered() -> bool:
-            return (await _log(client, "w1"))[0]["state"] == "delivered"
+            return (await _log(client, ws["w1"]))[0]["state"] == "delivered"
 
         await until(delivered)
-        (item,) = await _log(client, "w1")
+        (item,) = await _log(client, ws["w1"])
         (attempt,) = item.pop("log")
         assert item == {
             "id": msg_id,
@@ -89,7 +102,7 @@ async def test_a_receiver_verifies_the_signature_and_the_log_is_the_callers_own(
         assert (attempt["n"], attempt["status"], attempt["error"]) == (1, 200, None)
         assert attempt["duration_ms"] >= 0
         # Another caller: the same 404 as a watch that does not exist.
-        for key, watch_id in ((FLEET2_KEY, "w1"), (FLEET_KEY, "nope")):
+        for key, watch_id in ((FLEET2_KEY, ws["w1"]), (FLEET_KEY, "nope")):
             r = await client.get(f"/v1/watches/{watch_id}/deliveries", headers=auth(key))
             assert r.status_code == 404
             assert r.json() == {
@@ -114,9 +127,10 @@ async def test_a_500_is_retried_once_and_a_redirect_is_never_followed(tmp_path: 
         elsewhere = receiver.hook("/elsewhere")
         deliverer = deliverer_of(apps)
         secret = new_secret()
+        ws = await _watches(client, "flaky", "moved")
         ids = [
             await deliverer.enqueue(
-                owner="indexer", source="watch", source_id=w, url=u, secret=secret, event=EVENT
+                owner="indexer", source="watch", source_id=ws[w], url=u, secret=secret, event=EVENT
             )
             for w, u in (("flaky", flaky), ("moved", moved))
         ]
@@ -128,15 +142,15 @@ async def test_a_500_is_retried_once_and_a_redirect_is_never_followed(tmp_path: 
         async def final(watch_id: str) -> bool:
             return (await _log(client, watch_id))[0]["state"] in ("delivered", "failed")
 
-        await until(lambda: final("flaky"))
-        await until(lambda: final("moved"))
-        (flaky_item,) = await _log(client, "flaky")
+        await until(lambda: final(ws["flaky"]))
+        await until(lambda: final(ws["moved"]))
+        (flaky_item,) = await _log(client, ws["flaky"])
         assert (flaky_item["state"], flaky_item["attempts"]) == ("delivered", 2)
         assert [(a["n"], a["status"], a["error"]) for a in flaky_item["log"]] == [
             (1, 500, "http_500"),
             (2, 200, None),
         ]
-        (moved_item,) = await _log(client, "moved")
+        (moved_item,) = await _log(client, ws["moved"])
         assert (moved_item["state"], moved_item["attempts"]) == ("failed", FAST.max_attempts)
         assert [(a["status"], a["error"]) for a in moved_item["log"]] == [(302, "http_302")] * 3
         assert len(receiver.got["/flaky"]) == 2
@@ -224,11 +238,12 @@ async def test_each_attempt_has_a_deadline_and_reads_a_bounded_answer(tmp_path: 
         hang = receiver.hook("/hang", hang=True)
         up.route("/endless", endless)
         deliverer = deliverer_of(apps)
-        for watch_id, url in (("hang", hang), ("endless", up.url("/endless"))):
+        ws = await _watches(client, "hang", "endless")
+        for label, url in (("hang", hang), ("endless", up.url("/endless"))):
             await deliverer.enqueue(
                 owner="indexer",
                 source="watch",
-                source_id=watch_id,
+                source_id=ws[label],
                 url=url,
                 secret=new_secret(),
                 event=EVENT,
@@ -237,13 +252,13 @@ async def test_each_attempt_has_a_deadline_and_reads_a_bounded_answer(tmp_path: 
         async def final(watch_id: str) -> bool:
             return (await _log(client, watch_id))[0]["state"] in ("delivered", "failed")
 
-        await until(lambda: final("hang"))
-        await until(lambda: final("endless"))
-        (hung,) = await _log(client, "hang")
+        await until(lambda: final(ws["hang"]))
+        await until(lambda: final(ws["endless"]))
+        (hung,) = await _log(client, ws["hang"])
         assert hung["state"] == "failed"
         assert [(a["status"], a["error"]) for a in hung["log"]] == [(None, "upstream_timeout")] * 2
         assert all(1000 <= a["duration_ms"] < 5000 for a in hung["log"])
-        (streamed,) = await _log(client, "endless")
+        (streamed,) = await _log(client, ws["endless"])
         assert [(a["status"], a["error"]) for a in streamed["log"]] == [(200, None)]
         assert streamed["state"] == "delivered"
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from fastapi import FastAPI
 
 from apphelpers import make_settings
-from sift.config import Settings, WebhooksSettings
+from sift.config import Settings, WatchSettings, WebhooksSettings
 from sift.webhooks.deliverer import Deliverer
 from upstream import Upstream
 
@@ -74,6 +74,9 @@ class Receiver:
 
 
 def settings_for(tmp_path: Path, webhooks: WebhooksSettings = FAST, **changes: Any) -> Settings:
+    """Fast webhook settings; watches are stored but never checked (no events of their own:
+    the tests enqueue every event they count)."""
+    changes.setdefault("watch", WatchSettings(enabled=False))
     return make_settings(tmp_path, webhooks=webhooks, **changes)
 
 
