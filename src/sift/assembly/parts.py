@@ -92,18 +92,10 @@ async def assemble(
     seconds) and ``sleep`` reach the service, the runner and the scheduler: tests pass a
     fake pair.
     """
-    from sift.dcache import AsyncDB
     from sift.service import Service
 
     async with AsyncExitStack() as stack:
-        if db is None:
-            adb = await AsyncDB.open(
-                settings.db_path,
-                max_bytes=settings.cache.max_bytes,
-                robots_max_bytes=settings.cache.robots_max_bytes,
-            )
-        else:
-            adb = AsyncDB(db)
+        adb = await _open_db(settings, db)
         stack.push_async_callback(adb.close)
         batch_store = (
             await _open_store(settings, adb, stack)
@@ -142,6 +134,19 @@ async def assemble(
             assert batch_store is not None
             parts = _with_watches(parts, batch_store, principals, stack, clock, sleep)
         yield parts
+
+
+async def _open_db(settings: Settings, db: DB | None) -> AsyncDB:
+    """The node's database: ``db`` as given, else ``settings.db_path`` opened."""
+    from sift.dcache import AsyncDB
+
+    if db is not None:
+        return AsyncDB(db)
+    return await AsyncDB.open(
+        settings.db_path,
+        max_bytes=settings.cache.max_bytes,
+        robots_max_bytes=settings.cache.robots_max_bytes,
+    )
 
 
 def _with_deliverer(
