@@ -91,6 +91,25 @@ async def test_texts_are_stored_once_per_digest(history: HistoryStore) -> None:
     assert await history.nbytes() == 10
 
 
+async def test_forget_drops_one_owners_tag_and_the_texts_only_it_had(
+    history: HistoryStore,
+) -> None:
+    """A deleted watch's history goes with it (its latest snapshots are never evicted)."""
+    for url, text in (("u1", "gone"), ("u2", "shared")):
+        await history.record("alice", "watch:w1", url, snap(text, 100), ROOMY)
+    await history.record("alice", "watch:w1", "u1", snap("gone too", 110), ROOMY)
+    await history.record("alice", "watch:w2", "u1", snap("kept", 100), ROOMY)
+    await history.record("bob", "watch:w1", "u1", snap("shared", 100), ROOMY)
+    assert await history.forget("alice", "watch:w1") == 3
+    assert await history.snapshots("alice", "watch:w1", "u1") == []
+    assert await history.snapshots("alice", "watch:w1", "u2") == []
+    assert await rows(history, "alice", "u1", "watch:w2") == [("kept", 100)]
+    assert await rows(history, "bob", "u1", "watch:w1") == [("shared", 100)]
+    assert await history.text(text_digest("gone")) is None
+    assert await history.nbytes() == len("kept") + len("shared")
+    assert await history.forget("alice", "watch:w1") == 0
+
+
 async def test_bounded_by_count_oldest_first(history: HistoryStore) -> None:
     limits = HistoryLimits(max_snapshots=2, max_bytes=1 << 20)
     for i, text in enumerate(("v1", "v2", "v3", "v4")):

@@ -1,7 +1,8 @@
 """A watch, its change and its webhook, end to end (issue 23 items 3 and 4 together): a real
 app on loopback runs the watch on the real clock; the page changes; the watch's receiver
 gets one ``watch.changed`` event signed with the secret the create answer returned, with the
-exact diff; the watch's delivery log shows it, and is empty (not 404) before there is any."""
+exact diff; the watch's delivery log shows it, and is empty (not 404) before there is any;
+deleting the watch deletes its change history."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 from aiohttp import web
+from fastapi import FastAPI
 
 from apphelpers import FLEET2_KEY, FLEET_KEY, PUBLIC_NAME, auth, running_app
 from sift.client import verify_webhook
@@ -48,8 +50,9 @@ async def test_a_change_reaches_the_watchs_webhook_signed(tmp_path: Path) -> Non
         up.route("/price", page)
         receiver = Receiver(hooks)
         hook = receiver.hook("/hook")
+        apps: list[FastAPI] = []
         async with (
-            running_app(settings) as base,
+            running_app(settings, customize=apps.append) as base,
             httpx.AsyncClient(base_url=base, headers=auth(FLEET_KEY), timeout=30) as client,
         ):
             url = f"http://{PUBLIC_NAME}:{up.port}/price"
@@ -89,3 +92,10 @@ async def test_a_change_reaches_the_watchs_webhook_signed(tmp_path: Path) -> Non
                 "watch.changed",
                 1,
             )
+
+            # Deleting the watch deletes its history (never evicted while the watch lives).
+            history = apps[0].state.watches.service.changes.history
+            kept = await history.snapshots("indexer", f"watch:{wid}", url)
+            assert [s.latest for s in kept] == [False, True]
+            assert (await client.delete(f"/v1/watches/{wid}")).status_code == 200
+            assert await history.snapshots("indexer", f"watch:{wid}", url) == []

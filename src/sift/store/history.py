@@ -88,3 +88,8 @@ class HistoryStore(Protocol):
     async def nbytes(self) -> int:
         """Bytes of stored texts, all keys together (what ``max_bytes`` bounds)."""
         ...
+
+    async def forget(self, owner: str, tag: str) -> int:
+        """Delete every snapshot of ``owner`` under ``tag`` (a deleted watch's history, which
+        the byte budget never evicts), and the texts no other snapshot has; how many went."""
+        ...

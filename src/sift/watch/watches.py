@@ -19,6 +19,7 @@ from sift.jsonio import dumps
 from sift.principal import Principal
 from sift.service import Service
 from sift.store import BatchStore
+from sift.store.history import WATCH_TAG_PREFIX
 from sift.store.watches import Watch
 from sift.watch.scheduler import Scheduler
 from sift.watch.spec import new_webhook_secret, parse_watch
@@ -94,7 +95,12 @@ class Watches:
         return True
 
     async def delete(self, principal: Principal, watch_id: str) -> dict[str, Any]:
+        """Delete the watch, its events and its change history (which the history's byte
+        budget never evicts while the watch lives: gone with it, or it would stay forever)."""
         await self.store.watches.delete_watch(watch_id, principal.name)
+        history = self.service.changes.history
+        if history is not None:
+            await history.forget(principal.name, f"{WATCH_TAG_PREFIX}{watch_id}")
         return {"id": watch_id, "deleted": True}
 
 

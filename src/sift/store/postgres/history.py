@@ -98,6 +98,17 @@ class PgHistory:
             row = await cur.fetchone()
         return int(row[0]) if row is not None else 0
 
+    async def forget(self, owner: str, tag: str) -> int:
+        async with self._conn.tx() as cur:
+            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (HISTORY_LOCK,))
+            await cur.execute(
+                "SELECT id, digest FROM history_snap WHERE owner = %s AND tag = %s", (owner, tag)
+            )
+            rows = await cur.fetchall()
+            for id_, digest in rows:
+                await _drop(cur, int(id_), str(digest))
+        return len(rows)
+
     async def record(
         self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
     ) -> None:

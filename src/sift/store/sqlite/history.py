@@ -92,6 +92,16 @@ class HistoryMixin(SqliteHost):
             row = conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()
         return int(row[0])
 
+    def forget_history(self, owner: str, tag: str) -> int:
+        """``HistoryStore.forget``."""
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT id, digest FROM history_snap WHERE owner = ? AND tag = ?", (owner, tag)
+            ).fetchall()
+            for id_, digest in rows:
+                _drop(conn, int(id_), str(digest))
+        return len(rows)
+
     def record_history(
         self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
     ) -> None:

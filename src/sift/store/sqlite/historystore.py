@@ -29,3 +29,6 @@ class SqliteHistory:
 
     async def nbytes(self) -> int:
         return await self.adb.run(DB.history_nbytes)
+
+    async def forget(self, owner: str, tag: str) -> int:
+        return await self.adb.run(DB.forget_history, owner, tag)
