@@ -14,6 +14,7 @@ and the watch is simply checked again at its next due time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -34,11 +35,18 @@ _UPSTREAM_STATUS_HINT: Final = (
 
 def check_options(watch: Watch) -> FetchOptions:
     """The options of one check of ``watch`` (see the module docstring)."""
-    data: dict[str, Any] = {**loads(watch.options), "url": watch.url, "max_age_s": 0}
-    data.update(changes=True, ignore=list(loads(watch.ignore)))
+    return _check_options(watch.id, watch.url, watch.options, watch.ignore)
+
+
+# A watch's options never change: parsed once per watch, not at every check (measured: a
+# parse was about a tenth of a check's CPU in this process). Frozen options, safe to share.
+@functools.lru_cache(maxsize=4096)
+def _check_options(watch_id: str, url: str, options: str, ignore: str) -> FetchOptions:
+    data: dict[str, Any] = {**loads(options), "url": url, "max_age_s": 0}
+    data.update(changes=True, ignore=list(loads(ignore)))
     # The watch's own history tag is set here, after parsing: callers may not use the
     # reserved prefix, so no caller can write into (or read) a watch's history.
-    return dataclasses.replace(parse_options(data), tag=f"{WATCH_TAG_PREFIX}{watch.id}")
+    return dataclasses.replace(parse_options(data), tag=f"{WATCH_TAG_PREFIX}{watch_id}")
 
 
 def is_failed_status(status: Any) -> bool:
