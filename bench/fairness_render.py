@@ -1,6 +1,7 @@
 """Fairness under a flood of renders or browser pages: a victim's p99, loaded vs unloaded.
 
     .venv/bin/python bench/fairness_render.py [--victims 30] [--only renders|browser]
+        [--start-method forkserver|spawn] [--spare 1]
 
 Loopback only: one upstream on 127.0.1.1 (public through ``extra_public_cidrs``, named
 ``pub.test`` by ``egress.resolve``), sift's parts as ``sift serve`` assembles them, called
@@ -40,10 +41,12 @@ import tempfile
 import time
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import get_args
 
 from aiohttp import web
 
-from sift.assembly import assemble, build_fetcher, build_render_pool
+from sift.assembly import assemble, build_fetcher
+from sift.assembly.builders import SPARE_RENDER_WORKERS
 from sift.config import BrowserSettings, ClassesSettings, ClassSettings, EgressSettings, Settings
 from sift.errors import SiftError
 from sift.fetch import StaticResolver
@@ -51,6 +54,7 @@ from sift.options import FetchOptions
 from sift.principal import Principal
 from sift.service import Service
 from sift.workers import RenderPool
+from sift.workers.process import StartMethod
 
 HOST, NAME = "127.0.1.1", "pub.test"
 ATTACKER = Principal("agent", "restricted")
@@ -167,9 +171,9 @@ def report(name: str, alone: list[float], loaded: list[float], fair_share_s: flo
     )
 
 
-async def worker_start_s() -> float:
+async def worker_start_s(start_method: StartMethod) -> float:
     """How long a fresh render worker takes to answer on this machine now."""
-    pool = RenderPool(1)
+    pool = RenderPool(1, start_method=start_method)
     started = time.perf_counter()
     try:
         await pool.run(len, "x", timeout_s=60)
@@ -178,7 +182,9 @@ async def worker_start_s() -> float:
     return time.perf_counter() - started
 
 
-async def flood_renders(service: Service, port: int, victims: int) -> None:
+async def flood_renders(
+    service: Service, port: int, victims: int, start_method: StartMethod
+) -> None:
     """Renders: 16 slow renders in flight vs a fleet caller's plain pages."""
     base = f"http://{NAME}:{port}"
     run = itertools.count()
@@ -199,7 +205,7 @@ async def flood_renders(service: Service, port: int, victims: int) -> None:
         await wait_until(lambda: service.render_pool.queued("agent") >= inflight - 2, 60)
         loaded = await timed_victims(victims, victim)
         # A killed worker's replacement starts under the flood's load: part of its share.
-        start_s = await worker_start_s()
+        start_s = await worker_start_s(start_method)
     print(f"\na render worker starts in {start_s * 1000:.0f} ms under the flood")
     report("flood_renders", alone, loaded, RENDER_LIMIT_S + start_s)
 
@@ -232,22 +238,42 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--victims", type=int, default=30)
     parser.add_argument("--only", choices=("renders", "browser"))
+    parser.add_argument(
+        "--spare",
+        type=int,
+        default=SPARE_RENDER_WORKERS,
+        help="render workers started beyond the turns (sift serve: 1)",
+    )
+    parser.add_argument(
+        "--start-method",
+        choices=get_args(StartMethod),
+        default="forkserver",
+        help="how render workers start (workers/process.py)",
+    )
     args = parser.parse_args()
     runner, port = await start_upstream()
     settings = bench_settings(port)
     async with assemble(
         settings,
         fetcher=build_fetcher(settings, resolver=StaticResolver({})),
-        render_pool=build_render_pool(settings),
+        render_pool=RenderPool(
+            settings.render_workers,
+            memory_bytes=settings.render_memory_bytes,
+            start_method=args.start_method,
+            spare=args.spare,
+        ),
     ) as parts:
         if args.only in (None, "renders"):
-            await flood_renders(parts.service, port, args.victims)
+            await flood_renders(parts.service, port, args.victims, args.start_method)
         if args.only in (None, "browser"):
             if parts.browser is None or not parts.browser.available:
                 sys.exit("no browser here: apt-get install chromium-headless-shell")
             await flood_browser(parts.service, port, args.victims)
     await runner.cleanup()
-    print(f"\n(pid {os.getpid()}, 2 render workers, loopback only)")
+    print(
+        f"\n(pid {os.getpid()}, 2 render workers + {args.spare} spare ({args.start_method}),"
+        " loopback only)"
+    )
 
 
 if __name__ == "__main__":

@@ -63,3 +63,13 @@ def announce_then_wait(marker: str, release: str) -> int:
     while not Path(release).exists() and time.monotonic() < end:
         time.sleep(0.01)
     return os.getpid()
+
+
+_REMEMBERED: list[str] = []
+
+
+def remember(value: str) -> str | None:
+    """Keep ``value`` in this worker's memory; answer what the previous job kept, if any."""
+    previous = _REMEMBERED[-1] if _REMEMBERED else None
+    _REMEMBERED.append(value)
+    return previous

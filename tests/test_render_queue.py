@@ -203,8 +203,9 @@ async def test_cancelling_a_running_render_kills_its_worker(tmp_path: Path) -> N
 @pytest.mark.slow
 async def test_cancelling_a_render_while_its_worker_starts_leaves_the_pool_healthy() -> None:
     """A worker killed during its start-up because nobody waits any more is not a worker
-    that cannot start: the pool is not marked broken and the next render works."""
-    pool = RenderPool(1)
+    that cannot start: the pool is not marked broken and the next render works. (Workers
+    spawned, not forked warm: their start-up lasts long enough to cancel a render in it.)"""
+    pool = RenderPool(1, start_method="spawn")
     try:
         first = asyncio.ensure_future(pool.run(echo, "never", timeout_s=30, caller="a"))
         while pool.admitted == 0:

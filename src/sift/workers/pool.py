@@ -21,6 +21,13 @@ them (issue 24).
   (``RenderQueueTimeout``); one whose caller is cancelled (the client hung up) leaves the
   queue, or, already running, has its worker killed and replaced (a job that ends by its
   own deadline may instead be left to finish: ``on_cancel="finish"``).
+- **Restarts.** A killed worker's replacement is forked warm from a fork server
+  (``workers.process``): ready in tens of milliseconds, not the seconds a fresh interpreter
+  importing the renderer took. With ``spare`` workers more than turns (the server keeps
+  one), the next render takes a worker already started while the replacement starts: idle
+  workers are used in turn, so each is warm.
+- **Priority.** Workers run ``nice`` (``WORKER_NICE``, 5) below the server's process: when
+  the CPU is short, the event loop (every caller's requests) comes first.
 - **Health.** A worker proves at start-up that it can render (it imports the renderer under
   its memory limit and renders a tiny page). While workers cannot start, ``broken`` names
   why and renders fail fast with ``RenderUnavailable`` (503); ``/healthz`` reports it.
@@ -36,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
 import queue
 import threading
 import time
@@ -45,7 +51,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, TypeVar
 
 from sift.errors import RenderFailed, RenderTimeout, RenderUnavailable, SiftError
-from sift.workers.process import WorkerProcess, selftest
+from sift.workers.process import (
+    WORKER_NICE,
+    StartMethod,
+    WorkerProcess,
+    selftest,
+    worker_context,
+)
 
 T = TypeVar("T")
 # What a cancelled ``run`` does to its job once a worker runs it: ``kill`` the worker (a
@@ -65,6 +77,10 @@ HEALTH_CALLER = "(health)"
 
 class _Died(Exception):
     pass
+
+
+class _Lost(_Died):
+    """The worker was dead before it got the job (killed while idle): the job is not why."""
 
 
 class _Cancelled(Exception):
@@ -111,19 +127,32 @@ class _Broken(Exception):
 
 class RenderPool:
     """``workers`` render processes, each limited to ``memory_bytes`` of address space
-    (0: no limit). ``await run(fn, *args, timeout_s=…)`` calls ``fn(*args)`` in a worker
-    (``fn`` must be a picklable module-level function) and returns its result, or raises:
+    (0: no limit), running ``nice`` below this process and started by ``start_method``
+    (``workers.process``: forked warm from a fork server by default); ``spare`` more are kept
+    started, so a render that follows a kill finds a ready worker. ``await run(fn, *args,
+    timeout_s=…)`` calls ``fn(*args)`` in a worker (``fn`` must be a picklable module-level
+    function) and returns its result, or raises:
     the ``SiftError`` it raised, ``RenderTimeout``, ``RenderFailed`` or ``RenderUnavailable``.
 
     Start with ``start()`` (or lazily on the first ``run``); ``close()`` stops every worker.
     """
 
-    def __init__(self, workers: int, *, memory_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        memory_bytes: int = 0,
+        nice: int = WORKER_NICE,
+        start_method: StartMethod = "forkserver",
+        spare: int = 0,
+    ) -> None:
         if workers < 1:
             raise ValueError("a render pool needs at least one worker")
         self.workers = workers
         self.memory_bytes = memory_bytes
-        self._ctx = multiprocessing.get_context("spawn")
+        self.nice = nice
+        self.spare = spare
+        self._ctx = worker_context(start_method)
         # Idle workers; None is the shutdown sentinel for threads waiting for one.
         self._idle: queue.SimpleQueue[WorkerProcess | None] = queue.SimpleQueue()
         self._all: set[WorkerProcess] = set()
@@ -145,13 +174,13 @@ class RenderPool:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the worker processes (they import the renderer in the background)."""
+        """Start the worker processes, from a thread: the process's first start boots the
+        fork server (``workers.process``: ~1 s), which must not hold up the event loop."""
         with self._lock:
             if self._threads is not None or self._closed:
                 return
             self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sift-render")
-            for _ in range(self.workers):
-                self._idle.put(self._spawn())
+        self._spawn_in_background(self.workers + self.spare)
 
     def close(self) -> None:
         """Stop every worker; renders still running are killed. Idempotent."""
@@ -179,11 +208,44 @@ class RenderPool:
         with self._lock:
             return [w.pid for w in self._all if w.pid is not None and w.proc.is_alive()]
 
-    def _spawn(self) -> WorkerProcess:
-        self._started += 1
-        worker = WorkerProcess(self._ctx, self.memory_bytes, self._started)
-        self._all.add(worker)
-        return worker
+    def _spawn(self) -> None:
+        """Start one worker and make it idle (not once the pool is closed). Raises what
+        starting a process raises (``OSError``: no fork server, no process left)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._started += 1
+            number = self._started
+        worker = WorkerProcess(self._ctx, self.memory_bytes, number, self.nice)
+        if not self._adopt(worker):
+            worker.kill()
+
+    def _adopt(self, worker: WorkerProcess) -> bool:
+        """Make a new worker idle; False once the pool is closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._all.add(worker)
+            self._idle.put(worker)
+            return True
+
+    def _spawn_in_background(self, count: int) -> None:
+        """Start ``count`` workers from a thread, retrying every ``BROKEN_RETRY_S`` while
+        processes cannot be started (``broken`` says why meanwhile)."""
+
+        def spawn_all() -> None:
+            for _ in range(count):
+                while not self._closed:
+                    try:
+                        self._spawn()
+                        break
+                    except Exception as exc:  # noqa: BLE001 - whatever it is, say it and retry
+                        log.error("render workers cannot start: %s", exc)
+                        self.broken = f"{type(exc).__name__}: {exc}"[:300]
+                        self._broken_at = time.monotonic()
+                        time.sleep(BROKEN_RETRY_S)
+
+        threading.Thread(target=spawn_all, name="sift-render-start", daemon=True).start()
 
     def _replace(self, worker: WorkerProcess) -> None:
         """Kill ``worker`` and put a new one in its place (unless the pool is closing)."""
@@ -193,8 +255,10 @@ class RenderPool:
             if self._closed:
                 return
             self.replaced += 1
-            fresh = self._spawn()
-        self._idle.put(fresh)
+        try:
+            self._spawn()  # a fork from the fork server: milliseconds
+        except Exception:  # noqa: BLE001 - retried (and named) from a thread of its own
+            self._spawn_in_background(1)
 
     # -- running --------------------------------------------------------------------------
 
@@ -298,7 +362,12 @@ class RenderPool:
         while True:
             if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
                 raise RenderUnavailable(f"render workers cannot start: {self.broken}")
-            worker = self._idle.get()
+            try:
+                worker = self._idle.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                raise RenderUnavailable(
+                    f"no render worker came free or started within {START_TIMEOUT_S:.0f} s"
+                ) from None
             if worker is None:
                 self._idle.put(None)  # for the next waiting thread
                 raise RenderUnavailable("the render pool is shut down")
@@ -313,12 +382,12 @@ class RenderPool:
                     raise _Cancelled from None
                 log.warning("a render worker died (%s); replaced", exc)
                 self._replace(worker)
-                deaths += 1
+                deaths += not isinstance(exc, _Lost)
                 if deaths > 1:
                     raise RenderFailed(
                         f"the render worker died twice rendering this page ({exc})"
                     ) from None
-                continue  # once more, on the new worker
+                continue  # once more, on another worker (a death while idle does not count)
             except _Broken as exc:
                 if not job.hold(None):
                     self._replace(worker)  # killed while starting, because nobody waits
@@ -369,7 +438,7 @@ class RenderPool:
         try:
             conn.send((fn, args))
         except (EOFError, OSError) as exc:
-            raise _Died(f"lost before the job: {exc}") from None
+            raise _Lost(f"lost before the job: {exc}") from None
         try:
             answered = conn.poll(timeout_s)
             if answered:

@@ -1,25 +1,67 @@
 """One worker process of the pool: its life on the child's side, and its handle in the parent.
 
-A worker caps its own address space (``RLIMIT_AS``) before it imports the renderer, proves
-it can render a tiny page, then answers jobs (``(fn, args)`` pickled over its pipe) until
-the pipe closes. A job that raises ``SiftError`` answers with it; one out of memory answers
-so and the worker exits (its heap may be fragmented); any other exception is a bug in sift,
-answered as such, and the worker stays.
+A worker lowers its scheduling priority (``WORKER_NICE``), caps its own address space
+(``RLIMIT_AS``), proves it can render a tiny page, then answers jobs (``(fn, args)`` pickled
+over its pipe) until the pipe closes. A job that raises ``SiftError`` answers with it; one
+out of memory answers so and the worker exits (its heap may be fragmented); any other
+exception is a bug in sift, answered as such, and the worker stays.
 
-Workers are started with ``spawn``: forking a process that already runs threads is unsafe.
+**How workers start: forked from a fork server.** A worker killed at a render's time limit
+is replaced at once, and under a flood of such renders that is often (issue 24). Spawning a
+fresh interpreter that imports the renderer took ~1.2 s of CPU (3 s and more on a loaded
+machine), paid while the next caller waited for a worker. So workers are forked from
+``multiprocessing``'s fork server, which imports the renderer, loads the extraction model and
+renders a tiny page once (``PRELOAD``: ``workers.warm``), then only forks: a worker is ready
+in milliseconds. Why it is safe:
+
+- the fork server is a fresh interpreter started with ``spawn`` semantics (fork + exec), not
+  a fork of the server: it runs one thread (nothing it imports starts one), so forking it
+  never copies a lock held by another thread;
+- it never runs a job: every worker starts from the same state (the renderer warmed on a
+  constant page), never from what another worker or another caller's job left behind, and
+  a worker is never reused across a kill;
+- it is started with SIGINT blocked (like a spawned worker was), so a Ctrl-C meant for the
+  server never kills it or a worker starting from it.
 """
 
 from __future__ import annotations
 
 import errno
+import multiprocessing
 import os
 import signal
-from multiprocessing import resource_tracker
+from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from sift.errors import SiftError
+
+# How much lower than the server's process a worker runs (``os.nice``): under contention
+# for the CPU the event loop, which answers every caller, comes before the renders and the
+# crawl work of any one of them; browser pages (``browser.page_nice``, 10) come after.
+WORKER_NICE = 5
+# What the fork server imports before it forks a worker (see the module docstring): the
+# renderer warmed, the crawl's CPU jobs, and ``sift.cli``: ``multiprocessing`` runs the
+# server's main script again in every worker (as ``__mp_main__``), and for the ``sift``
+# console script that imports ``sift.cli`` (~60 ms a worker; once here instead). Named, not
+# imported: this room stands below them.
+PRELOAD = ("sift.workers.warm", "sift.crawl.cpujobs", "sift.cli")
+
+
+# How workers start: forked from the fork server (the default), or each a fresh interpreter
+# that imports the renderer itself (``spawn``: slower, kept for comparison and for tests that
+# need a worker's start-up to last).
+StartMethod = Literal["forkserver", "spawn"]
+
+
+def worker_context(method: StartMethod = "forkserver") -> Any:
+    """The ``multiprocessing`` context workers are started from."""
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
 
 
 def limit_memory(max_bytes: int | None) -> None:
@@ -31,6 +73,14 @@ def limit_memory(max_bytes: int | None) -> None:
     if max_bytes is None:
         resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     elif max_bytes > 0:
+        # A worker forked warm has the renderer mapped already: a limit below that leaves
+        # it no room to render anything (a spawned worker failed to import, the same cause).
+        mapped = int(Path("/proc/self/statm").read_text().split()[0]) * os.sysconf("SC_PAGESIZE")
+        if mapped >= max_bytes:
+            raise MemoryError(
+                f"a render worker has {mapped >> 20} MiB mapped with the renderer loaded, "
+                f"more than its limit ({max_bytes >> 20} MiB, render_memory_bytes)"
+            )
         resource.setrlimit(resource.RLIMIT_AS, (max_bytes, hard))
 
 
@@ -60,9 +110,11 @@ def _ignore_interrupts() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-def worker_main(conn: Connection, memory_bytes: int) -> None:
-    """A worker's life: limit memory, prove it can render, then answer jobs until EOF."""
+def worker_main(conn: Connection, memory_bytes: int, nice: int) -> None:
+    """A worker's life: lower its priority by ``nice``, limit memory, prove it can render,
+    then answer jobs until EOF."""
     _ignore_interrupts()
+    os.nice(nice)
     try:
         limit_memory(memory_bytes)
         selftest()
@@ -98,20 +150,23 @@ def worker_main(conn: Connection, memory_bytes: int) -> None:
 class WorkerProcess:
     """One worker process and the parent's end of its pipe."""
 
-    def __init__(self, ctx: Any, memory_bytes: int, number: int) -> None:
+    def __init__(self, ctx: Any, memory_bytes: int, number: int, nice: int) -> None:
         parent, child = ctx.Pipe(duplex=True)
         self.proc: BaseProcess = ctx.Process(
             target=worker_main,
-            args=(child, memory_bytes),
+            args=(child, memory_bytes, nice),
             name=f"sift-render-{number}",
             daemon=True,
         )
-        # The child inherits this thread's signal mask: SIGINT stays blocked in it until
+        # The fork server, started here the first time, inherits this thread's signal mask
+        # and its workers inherit the fork server's: SIGINT stays blocked in a worker until
         # ``worker_main`` ignores it (a Ctrl-C during its start-up must not kill it either).
         # The resource tracker is started first: starting it unblocks SIGINT in this thread.
         resource_tracker.ensure_running()
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
+            if ctx.get_start_method() == "forkserver":
+                forkserver.ensure_running()  # the first time: imports PRELOAD (~1 s, once)
             self.proc.start()
         finally:
             if signal.SIGINT not in blocked:
