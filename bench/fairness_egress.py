@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from dnsserver import DnsServer  # noqa: E402
+from fairtable import Row  # noqa: E402
 from servehelpers import Served, sift_serve, write_config  # noqa: E402
 from sift.errors import DnsFailure  # noqa: E402
 from sift.fetch import AresResolver, DnsLimits, Lookups  # noqa: E402
@@ -314,6 +315,20 @@ def flood_maps(
         attack = Attack("maps", served.base_url, served.restricted_key, port, maps)
         result = asyncio.run(measure(served, urls, {}, attack, n, 3.0, gap_s, rounds, 6.0))
     return {"flood": "maps", **result}
+
+
+def as_row(result: dict[str, Any], note: str = "") -> Row:
+    """A flood's result as a row of ``bench/fairness.py``'s table (no fair share: the
+    flood may take nothing the victim needs)."""
+    return Row(
+        str(result["flood"]),
+        result["unloaded_median_s"],
+        result["unloaded_p99_s"],
+        result["loaded_median_s"],
+        result["loaded_p99_s"],
+        0.0,
+        note,
+    )
 
 
 # -- the resolver choice ------------------------------------------------------------------

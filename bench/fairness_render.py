@@ -45,6 +45,7 @@ from typing import get_args
 
 from aiohttp import web
 
+from fairtable import Row
 from sift.assembly import assemble, build_fetcher
 from sift.assembly.builders import SPARE_RENDER_WORKERS
 from sift.config import BrowserSettings, ClassesSettings, ClassSettings, EgressSettings, Settings
@@ -154,7 +155,10 @@ async def wait_until(check: Callable[[], bool], within_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
-def report(name: str, alone: list[float], loaded: list[float], fair_share_s: float) -> None:
+def report(
+    name: str, alone: list[float], loaded: list[float], fair_share_s: float, note: str = ""
+) -> Row:
+    """Print the victim's figures and the target; the row for ``bench/fairness.py``."""
     a99, l99 = p(alone, 0.99), p(loaded, 0.99)
     target = 2 * a99 + fair_share_s
     print(f"\n{name}: victim latency over {len(alone)} requests (ms)")
@@ -168,6 +172,15 @@ def report(name: str, alone: list[float], loaded: list[float], fair_share_s: flo
         f"= {target * 1000:.0f} ms -> {l99 / target:.2f} of it "
         f"({'met' if l99 <= target else 'MISSED'})",
         flush=True,
+    )
+    return Row(
+        name,
+        statistics.median(alone),
+        a99,
+        statistics.median(loaded),
+        l99,
+        fair_share_s,
+        note,
     )
 
 
@@ -184,7 +197,7 @@ async def worker_start_s(start_method: StartMethod) -> float:
 
 async def flood_renders(
     service: Service, port: int, victims: int, start_method: StartMethod
-) -> None:
+) -> Row:
     """Renders: 16 slow renders in flight vs a fleet caller's plain pages."""
     base = f"http://{NAME}:{port}"
     run = itertools.count()
@@ -207,10 +220,11 @@ async def flood_renders(
         # A killed worker's replacement starts under the flood's load: part of its share.
         start_s = await worker_start_s(start_method)
     print(f"\na render worker starts in {start_s * 1000:.0f} ms under the flood")
-    report("flood_renders", alone, loaded, RENDER_LIMIT_S + start_s)
+    note = f"fair share: one 2 s render limit + a worker's start under the flood ({start_method})"
+    return report("renders", alone, loaded, RENDER_LIMIT_S + start_s, note)
 
 
-async def flood_browser(service: Service, port: int, victims: int) -> None:
+async def flood_browser(service: Service, port: int, victims: int) -> Row:
     """Browser pages: pages spinning every core vs a fleet caller's JavaScript pages."""
     base = f"http://{NAME}:{port}"
     run = itertools.count()
@@ -231,10 +245,45 @@ async def flood_browser(service: Service, port: int, victims: int) -> None:
     async with flood(pages, attacker):
         await asyncio.sleep(1.0)  # the spinning pages are up
         loaded = await timed_victims(victims, victim)
-    report("flood_browser", alone, loaded, 0.0)
+    return report("browser pages", alone, loaded, 0.0, "2 pages spinning 5 threads each")
 
 
-async def main() -> None:
+async def run(
+    only: str | None = None,
+    victims: int = 30,
+    start_method: StartMethod = "forkserver",
+    spare: int = SPARE_RENDER_WORKERS,
+) -> list[Row]:
+    """The floods (``only`` one of them), each a row; the browser flood only where
+    Chromium is installed (else it is left out, with a line printed)."""
+    rows: list[Row] = []
+    runner, port = await start_upstream()
+    settings = bench_settings(port)
+    async with assemble(
+        settings,
+        fetcher=build_fetcher(settings, resolver=StaticResolver({})),
+        render_pool=RenderPool(
+            settings.render_workers,
+            memory_bytes=settings.render_memory_bytes,
+            start_method=start_method,
+            spare=spare,
+        ),
+    ) as parts:
+        if only in (None, "renders"):
+            rows.append(await flood_renders(parts.service, port, victims, start_method))
+        if only in (None, "browser"):
+            if parts.browser is None or not parts.browser.available:
+                print("no browser here (apt-get install chromium-headless-shell): skipped")
+            else:
+                rows.append(await flood_browser(parts.service, port, victims))
+    await runner.cleanup()
+    print(
+        f"\n(pid {os.getpid()}, 2 render workers + {spare} spare ({start_method}), loopback only)"
+    )
+    return rows
+
+
+def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--victims", type=int, default=30)
     parser.add_argument("--only", choices=("renders", "browser"))
@@ -251,30 +300,10 @@ async def main() -> None:
         help="how render workers start (workers/process.py)",
     )
     args = parser.parse_args()
-    runner, port = await start_upstream()
-    settings = bench_settings(port)
-    async with assemble(
-        settings,
-        fetcher=build_fetcher(settings, resolver=StaticResolver({})),
-        render_pool=RenderPool(
-            settings.render_workers,
-            memory_bytes=settings.render_memory_bytes,
-            start_method=args.start_method,
-            spare=args.spare,
-        ),
-    ) as parts:
-        if args.only in (None, "renders"):
-            await flood_renders(parts.service, port, args.victims, args.start_method)
-        if args.only in (None, "browser"):
-            if parts.browser is None or not parts.browser.available:
-                sys.exit("no browser here: apt-get install chromium-headless-shell")
-            await flood_browser(parts.service, port, args.victims)
-    await runner.cleanup()
-    print(
-        f"\n(pid {os.getpid()}, 2 render workers + {args.spare} spare ({args.start_method}),"
-        " loopback only)"
-    )
+    rows = asyncio.run(run(args.only, args.victims, args.start_method, args.spare))
+    if args.only == "browser" and not rows:
+        sys.exit("no browser here: apt-get install chromium-headless-shell")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

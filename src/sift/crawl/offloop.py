@@ -14,8 +14,8 @@ document, one page or one chunk of URLs.
 Only work too small to be worth the trip (a few dozen URLs, a page of a few KiB) runs on
 the loop: well under a millisecond.
 
-Each job has a deadline (``time.monotonic()``): the request's, when it has one (a map),
-else ``job_s`` from its start; it stops there by itself and answers what it has done, so
+Each job has a deadline (``time.monotonic()``): ``job_s`` from its start, or the request's
+deadline (a map's) if that comes first; it stops there by itself and answers what it has done, so
 a job whose caller stops waiting is left to finish rather than killed (killing costs a
 worker's restart). Its worker is killed only if it overruns that by ``kill_after_s``
 (parsing in C code does not look at the clock). A job still queued at the request's
