@@ -4,6 +4,8 @@ A row holds the victim's latencies alone and under the flood and the flood's fai
 (what the victim may legitimately wait for: one render limit for a render flood, nothing
 for the others). Issue 24's target: the victim's p99 under the flood <= 2 x its p99 alone +
 the fair share; ``of_target`` <= 1 meets it.
+
+Data: none (a helper of ``bench/fairness.py``).
 """
 
 from __future__ import annotations

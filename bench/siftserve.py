@@ -7,6 +7,8 @@ the server — its render workers are children of its fork server, not of the se
 (``src/sift/workers/process.py``); ``cpu_s(pid)`` is a process's CPU time so far.
 
 Loopback only: the server listens on 127.0.0.1.
+
+Data: none (a helper of ``bench/fairness.py`` and ``bench/batch.py``).
 """
 
 from __future__ import annotations

@@ -112,9 +112,27 @@ def _ignore_interrupts() -> None:
 
 def worker_main(conn: Connection, memory_bytes: int, nice: int) -> None:
     """A worker's life: lower its priority by ``nice``, limit memory, prove it can render,
-    then answer jobs until EOF."""
+    then answer jobs until EOF. A pool that has gone (its end of the pipe closed: the
+    server exited, or closed the pool while this worker started) ends it quietly."""
     _ignore_interrupts()
     os.nice(nice)
+    started = _start(memory_bytes)
+    if not _tell(conn, started) or started[0] != "ready":
+        return
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return  # the pool closed the pipe: exit quietly
+        if job is None:
+            return
+        answer = _answer(*job)
+        if not _tell(conn, answer) or answer[0] == "nomem":
+            return  # gone, or out of memory: a fresh worker replaces this one
+
+
+def _start(memory_bytes: int) -> tuple[str, Any]:
+    """``("ready", pid)``, or ``("broken", why)`` when this worker cannot render."""
     try:
         limit_memory(memory_bytes)
         selftest()
@@ -124,27 +142,36 @@ def worker_main(conn: Connection, memory_bytes: int, nice: int) -> None:
         # in the allocator: the cause is the same, and it is named the same.
         out_of_memory = isinstance(exc, OSError) and exc.errno == errno.ENOMEM
         name = "MemoryError" if out_of_memory else type(exc).__name__
-        conn.send(("broken", f"{name}: {exc}"[:300]))
-        return
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return  # the pool closed the pipe: exit quietly
-        if job is None:
-            return
-        fn, args = job
-        try:
-            conn.send(("ok", fn(*args)))
-        except MemoryError:
-            limit_memory(None)
-            conn.send(("nomem", None))
-            return  # a fresh worker replaces this one
-        except SiftError as exc:
-            conn.send(("err", exc))
-        except Exception as exc:  # noqa: BLE001 - a bug in sift; keep the worker
-            conn.send(("bug", f"{type(exc).__name__}: {exc}"[:300]))
+        return ("broken", f"{name}: {exc}"[:300])
+    return ("ready", os.getpid())
+
+
+def _answer(fn: Any, args: tuple[Any, ...]) -> tuple[str, Any]:
+    try:
+        return ("ok", fn(*args))
+    except MemoryError:
+        limit_memory(None)
+        return ("nomem", None)
+    except SiftError as exc:
+        return ("err", exc)
+    except Exception as exc:  # noqa: BLE001 - a bug in sift; keep the worker
+        return ("bug", f"{type(exc).__name__}: {exc}"[:300])
+
+
+def _tell(conn: Connection, message: tuple[str, Any]) -> bool:
+    """Send ``message`` to the pool; False when this worker is to exit (the pool has gone,
+    or the answer needed more memory than the limit to pickle)."""
+    try:
+        conn.send(message)
+    except (EOFError, OSError):
+        return False
+    except MemoryError:
+        limit_memory(None)
+        _tell(conn, ("nomem", None))
+        return False
+    except Exception as exc:  # noqa: BLE001 - the answer does not pickle: a bug in sift
+        return _tell(conn, ("bug", f"{type(exc).__name__}: {exc}"[:300]))
+    return True
 
 
 class WorkerProcess:
