@@ -28,8 +28,6 @@ import argparse
 import asyncio
 import gzip
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,12 +41,12 @@ from typing import Any
 import httpx
 from aiohttp import web
 
+import siftserve
 from data import extraction_pages
 from sift.keys import add_caller
 from sift.render import RenderOptions, render
 
 REPO = Path(__file__).resolve().parent.parent
-SIFT = [sys.executable, "-m", "sift.cli"]
 
 
 @dataclass
@@ -56,12 +54,6 @@ class Server:
     proc: subprocess.Popen[bytes]
     base: str
     key: str
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -74,30 +66,8 @@ def sift_serve(tmp: Path, concurrency: int) -> Iterator[Server]:
         f"[batch]\nconcurrency = {concurrency}\nper_host = {concurrency}\n"
     )
     key = add_caller(cfg, "bench", "fleet")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*SIFT, "serve", "--config", str(cfg), "--listen", f"127.0.0.1:{port}",
-         "--data-dir", str(tmp / "data")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("sift serve did not start") from None
-            time.sleep(0.1)
-    try:
-        yield Server(proc, base, key)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with siftserve.sift_serve(cfg, tmp / "data") as served:
+        yield Server(served.proc, served.base_url, key)
 
 
 def _hwm_kib(pid: int) -> int:
@@ -105,18 +75,6 @@ def _hwm_kib(pid: int) -> int:
         if line.startswith("VmHWM:"):
             return int(line.split()[1])
     return 0
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            out.append(int(stat.parent.name))
-    return out
 
 
 def load_pages() -> list[bytes]:
@@ -223,7 +181,10 @@ async def main(args: argparse.Namespace) -> None:
                     client, [f"{up}/t/{i}" for i in range(10_000)], "big"
                 )
                 rss_mb = _hwm_kib(server.proc.pid) / 1024
-                workers_mb = [round(_hwm_kib(c) / 1024) for c in _children(server.proc.pid)]
+                # The render workers (and their fork server): every process under sift.
+                workers_mb = [
+                    round(_hwm_kib(c) / 1024) for c in siftserve.descendants(server.proc.pid)
+                ]
     finally:
         await upstream.cleanup()
 

@@ -1,27 +1,37 @@
 """Fairness: one caller floods a resource while another caller's ordinary requests are timed.
 
-    .venv/bin/python bench/fairness.py [--floods baseline,connections] [--requests 300]
+    .venv/bin/python bench/fairness.py [--floods baseline,connections,dns,maps,renders,browser]
+                                       [--requests 300] [--victims 30]
 
-sift promises that no caller can stall the others (issue 24). For each flood this starts a
-fresh `sift serve` (subprocess, loopback only) with two callers — ``victim`` (fleet) and
-``flooder`` (restricted) — and a local upstream page, then:
+sift promises that no caller can stall the others (issue 24). One command runs every flood
+(or those ``--floods`` names) and ends with one table: for each, the victim's p50/p99 alone
+and under the flood, **p99 loaded / p99 unloaded**, and the issue's target — p99 under the
+flood <= 2 x p99 alone + the flood's fair share (``fairtable.Row``).
 
-1. warms the victim's request (one cache miss), times ``--requests`` of them: *unloaded*;
-2. starts the flood, lets it build up for ``--warmup-s``, times as many again: *loaded*;
-3. stops the flood and prints p50/p99 of both, the victim's failed requests, the flood's own
-   counters, and **p99 loaded / p99 unloaded** — the figure to keep near 1 (issue 24 asks
-   for at most 2x plus the flood's fair share of the machine).
+The floods of this module (``FLOODS``: ``baseline``, ``connections``) each start a fresh
+`sift serve` (subprocess, loopback only, ``bench/siftserve.py``) with two callers —
+``victim`` (fleet) and ``flooder`` (restricted) — and a local upstream page, then:
+
+1. warm the victim's request (one cache miss), time ``--requests`` of them: *unloaded*;
+2. start the flood (in a process of its own), let it build up for ``--warmup-s``, time as
+   many again: *loaded*;
+3. stop the flood and print p50/p99 of both, the victim's failed requests, the flood's own
+   counters and sift's CPU.
+
+The others run from their own modules, which still run alone too: ``dns`` and ``maps``
+(``bench/fairness_egress.py``: a DNS server and an upstream of their own, a `sift serve`),
+``renders`` and ``browser`` (``bench/fairness_render.py``: sift's parts in this process, two
+render workers; ``browser`` needs Chromium).
 
 Every flood is bounded in count and time (``--flood-s`` at most, then it is stopped) and
-talks only to 127.0.0.1.
+talks only to loopback.
 
-Adding a flood (DNS, renders, browser pages, maps, ...): write one coroutine
-``async def my_flood(lab: Lab, stop: asyncio.Event) -> Counters`` that loads sift as
-``lab.flood_key`` until ``stop`` is set and returns its counters, and register it with
-``@flood("name", config=..., victim=...)``: ``config`` is TOML added to that flood's server
-(e.g. an ``[egress.resolve]`` table), ``victim`` replaces the ordinary request timed (by
-default a cached ``POST /v1/fetch``) when the resource needs another one (a render, a
-browser page). The registry is ``FLOODS``; ``--floods`` picks from it by name.
+Adding a flood of this kind: write one coroutine ``async def my_flood(lab: Lab, stop:
+asyncio.Event) -> Counters`` that loads sift as ``lab.flood_key`` until ``stop`` is set and
+returns its counters, and register it with ``@flood("name", config=..., victim=...)``:
+``config`` is TOML added to that flood's server (e.g. an ``[egress.resolve]`` table),
+``victim`` replaces the ordinary request timed (by default a cached ``POST /v1/fetch``) when
+the resource needs another one. A flood needing a lab of its own goes in ``runs()``.
 
 Data: none from outside; every server, page and flood is made here, on loopback.
 """
@@ -31,11 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
-import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -50,9 +55,10 @@ from pathlib import Path
 
 import httpx
 
+import siftserve
+from fairtable import Row, table
 from sift.keys import add_caller
 
-SIFT = [sys.executable, "-m", "sift.cli"]
 HOST = "127.0.0.1"  # the only address any part of this bench talks to
 MAX_CONNECTIONS = 64  # the bench server's listener.max_connections
 BASE_CONFIG = (
@@ -197,41 +203,21 @@ def upstream() -> Iterator[str]:
         server.shutdown()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def sift_serve(tmp: Path, config: str, page_url: str) -> Iterator[Lab]:
     cfg = tmp / "sift.toml"
     cfg.write_text(BASE_CONFIG + config)
     victim, flooder = add_caller(cfg, "victim", "fleet"), add_caller(cfg, "flooder", "restricted")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [*SIFT, "serve", "--config", str(cfg), "--listen", f"{HOST}:{port}",
-         "--data-dir", str(tmp / "data")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    base = f"http://{HOST}:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(f"{base}/healthz", timeout=1).raise_for_status()
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("sift serve did not start") from None
-            time.sleep(0.1)
-    try:
-        yield Lab(base, port, victim, flooder, page_url, MAX_CONNECTIONS, proc.pid)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with siftserve.sift_serve(cfg, tmp / "data") as served:
+        yield Lab(
+            served.base_url,
+            served.port,
+            victim,
+            flooder,
+            page_url,
+            MAX_CONNECTIONS,
+            served.proc.pid,
+        )
 
 
 @dataclass
@@ -277,18 +263,12 @@ def _flood_process(name: str, lab: Lab, stop: EventType, out: Queue[Counters]) -
     out.put(asyncio.run(run()))
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (its threads included)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> None:
+async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> Row:
     loop = asyncio.get_running_loop()
     await time_victim(lab, spec.victim, 1, loop.time() + 60)  # warm: the one cache miss
-    cpu, started = cpu_s(lab.pid), time.perf_counter()
+    cpu, started = siftserve.cpu_s(lab.pid), time.perf_counter()
     unloaded = await time_victim(lab, spec.victim, args.requests, loop.time() + args.flood_s)
-    idle_cpu = (cpu_s(lab.pid) - cpu) / (time.perf_counter() - started)
+    idle_cpu = (siftserve.cpu_s(lab.pid) - cpu) / (time.perf_counter() - started)
     ctx = multiprocessing.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()
     flooder = ctx.Process(target=_flood_process, args=(spec.name, lab, stop, out), daemon=True)
@@ -296,12 +276,12 @@ async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> None:
     try:
         await asyncio.sleep(args.warmup_s)
         assert flooder.pid is not None
-        cpu, flood_cpu = cpu_s(lab.pid), cpu_s(flooder.pid)
+        cpu, flood_cpu = siftserve.cpu_s(lab.pid), siftserve.cpu_s(flooder.pid)
         started = time.perf_counter()
         loaded = await time_victim(lab, spec.victim, args.requests, loop.time() + args.flood_s)
         took = time.perf_counter() - started
-        busy_cpu = (cpu_s(lab.pid) - cpu) / took
-        flood_cpu = (cpu_s(flooder.pid) - flood_cpu) / took
+        busy_cpu = (siftserve.cpu_s(lab.pid) - cpu) / took
+        flood_cpu = (siftserve.cpu_s(flooder.pid) - flood_cpu) / took
     finally:
         stop.set()
         counters: Counters = await asyncio.to_thread(out.get, True, 60)
@@ -316,32 +296,84 @@ async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> None:
         f"{len(loaded.latencies_s)} ok, {loaded.failed} failed | sift CPU "
         f"{idle_cpu:.0%} -> {busy_cpu:.0%} of a core (the flooder {flood_cpu:.0%})"
     )
+    note = ", ".join(f"{k} {v}" for k, v in sorted(counters.items()))
     if counters:
-        print(f"{'':12} flood: " + ", ".join(f"{k} {v}" for k, v in sorted(counters.items())))
+        print(f"{'':12} flood: {note}")
+    return Row(
+        spec.name,
+        unloaded.p(0.5),
+        unloaded.p(0.99),
+        loaded.p(0.5),
+        loaded.p(0.99),
+        0.0,
+        f"sift CPU {busy_cpu:.0%} of a core; {note}" if note else f"sift CPU {busy_cpu:.0%}",
+    )
+
+
+def serve_flood(name: str, args: argparse.Namespace) -> list[Row]:
+    """One flood of ``FLOODS`` against a fresh ``sift serve``."""
+    spec = FLOODS[name]
+    with (
+        upstream() as page_url,
+        tempfile.TemporaryDirectory() as tmp,
+        sift_serve(Path(tmp), spec.config, page_url) as lab,
+    ):
+        return [asyncio.run(run_flood(spec, lab, args))]
+
+
+def egress_flood(name: str, args: argparse.Namespace) -> list[Row]:
+    """``bench/fairness_egress.py``'s DNS or maps flood (a ``sift serve`` of its own)."""
+    import fairness_egress
+
+    if name == "dns":
+        result = fairness_egress.flood_dns()
+        note = "8 fetches of never-answering names"
+    else:
+        result = fairness_egress.flood_maps()
+        note = "16 maps of a 50,000-URL sitemap"
+    print(result, flush=True)
+    return [fairness_egress.as_row(result, note)]
+
+
+def render_flood(name: str, args: argparse.Namespace) -> list[Row]:
+    """``bench/fairness_render.py``'s render or browser-page flood (sift's parts in this
+    process)."""
+    import fairness_render
+
+    return asyncio.run(fairness_render.run(only=name, victims=args.victims))
+
+
+def runs() -> dict[str, Callable[[str, argparse.Namespace], list[Row]]]:
+    """Every flood by name: those registered here (``FLOODS``), then the egress and render
+    floods of their own modules."""
+    out: dict[str, Callable[[str, argparse.Namespace], list[Row]]] = dict.fromkeys(
+        FLOODS, serve_flood
+    )
+    out |= {"dns": egress_flood, "maps": egress_flood}
+    out |= {"renders": render_flood, "browser": render_flood}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--floods", default=",".join(FLOODS), help=f"of: {', '.join(FLOODS)}")
+    every = runs()
+    parser.add_argument("--floods", default=",".join(every), help=f"of: {', '.join(every)}")
     parser.add_argument("--requests", type=int, default=300, help="victim requests per run")
     parser.add_argument("--warmup-s", type=float, default=3.0, help="flood build-up before timing")
     parser.add_argument("--flood-s", type=float, default=30.0, help="longest a timed run lasts")
+    parser.add_argument("--victims", type=int, default=30, help="victim requests, renders")
     args = parser.parse_args()
     names = [n.strip() for n in args.floods.split(",") if n.strip()]
-    unknown = [n for n in names if n not in FLOODS]
+    unknown = [n for n in names if n not in every]
     if unknown:
-        raise SystemExit(f"unknown flood(s) {', '.join(unknown)}; known: {', '.join(FLOODS)}")
+        raise SystemExit(f"unknown flood(s) {', '.join(unknown)}; known: {', '.join(every)}")
     print(f"{args.requests} victim requests per run; max_connections {MAX_CONNECTIONS}")
-    with upstream() as page_url:
-        for name in names:
-            spec = FLOODS[name]
-            with (
-                tempfile.TemporaryDirectory() as tmp,
-                sift_serve(Path(tmp), spec.config, page_url) as lab,
-            ):
-                asyncio.run(run_flood(spec, lab, args))
+    rows: list[Row] = []
+    for name in names:
+        rows += every[name](name, args)
+    print("\n" + table(rows))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ Data: none from outside; the DNS server, pages and sitemaps are made here, on lo
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import socket
 import statistics
 import struct
@@ -39,8 +40,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from aiohttp import web
@@ -49,10 +53,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from dnsserver import DnsServer  # noqa: E402
+from fairtable import Row  # noqa: E402
 from servehelpers import Served, sift_serve, write_config  # noqa: E402
 from sift.errors import DnsFailure  # noqa: E402
 from sift.fetch import AresResolver, DnsLimits, Lookups  # noqa: E402
 
+T = TypeVar("T")
 HOST = "127.0.1.1"
 STALL = ".stall.test"
 SITEMAP_URLS = 50_000
@@ -133,11 +139,20 @@ def p99(samples: list[float]) -> float:
 
 
 async def time_victim(
-    client: httpx.AsyncClient, urls: list[str], key: str, n: int, params: dict[str, Any]
+    client: httpx.AsyncClient,
+    urls: list[str],
+    key: str,
+    n: int,
+    params: dict[str, Any],
+    gap_s: float = 0.0,
 ) -> tuple[list[float], int]:
+    """``n`` victim requests one after another, ``gap_s`` apart (so the timed requests span
+    the flood's steady state, not one burst of it)."""
     latencies: list[float] = []
     errors = 0
     for i in range(n):
+        if gap_s and i:
+            await asyncio.sleep(gap_s)
         started = time.perf_counter()
         r = await client.get(
             "/v1/fetch",
@@ -149,30 +164,108 @@ async def time_victim(
     return latencies, errors
 
 
+@dataclass(frozen=True)
+class Attack:
+    """A flood, run by ``_attack_process`` in a process of its own (its event loop and CPU
+    are not the victim's client's): ``concurrency`` requests kept in flight, each made by
+    ``request(i)`` of ``kind`` (``dns``: a fetch of a never-answering name; ``maps``: a
+    ``/v1/map`` of the big-sitemap site)."""
+
+    kind: str
+    base_url: str
+    key: str
+    port: int
+    concurrency: int
+
+
+def _attack_request(attack: Attack, client: httpx.AsyncClient, i: int) -> Awaitable[object]:
+    headers = {"Authorization": f"Bearer {attack.key}"}
+    if attack.kind == "dns":
+        url = f"http://a{i}{STALL}:{attack.port}/page"
+        return client.get("/v1/fetch", params={"url": url}, headers=headers)
+    body = {"url": f"http://site.test:{attack.port}/", "limit": 10_000}
+    return client.post("/v1/map", json=body, headers=headers)
+
+
+def _attack_process(attack: Attack, stop: EventType, out: Queue[int]) -> None:
+    async def run() -> int:
+        answered = 0
+        async with httpx.AsyncClient(base_url=attack.base_url, timeout=120) as client:
+
+            async def one(i: int) -> None:
+                nonlocal answered
+                await _attack_request(attack, client, i)
+                answered += 1
+
+            flood = asyncio.ensure_future(keep_in_flight(attack.concurrency, one))
+            await asyncio.to_thread(stop.wait)
+            flood.cancel()
+            await asyncio.gather(flood, return_exceptions=True)
+        return answered
+
+    out.put(asyncio.run(run()))
+
+
 async def measure(
     served: Served,
     urls: list[str],
     params: dict[str, Any],
-    attack: Callable[[httpx.AsyncClient], Awaitable[None]],
+    attack: Attack,
     n: int,
     settle_s: float,
+    gap_s: float = 0.0,
+    rounds: int = 1,
+    drain_s: float = 0.0,
 ) -> dict[str, Any]:
+    """The victim's requests alone, then under the flood, ``rounds`` times in turn (the
+    machine's other load drifts: interleaving spreads it over both sides); each flood
+    builds up for ``settle_s`` before the timed requests and is given ``drain_s`` after
+    it stops (work the server still finishes for it) before the next unloaded run."""
+    unloaded: list[float] = []
+    loaded: list[float] = []
+    errors = answered = 0
     async with httpx.AsyncClient(base_url=served.base_url, timeout=120) as client:
         await time_victim(client, urls, served.fleet_key, 5, params)  # warm
-        unloaded, e1 = await time_victim(client, urls, served.fleet_key, n, params)
-        flood = asyncio.create_task(attack(client))
-        await asyncio.sleep(settle_s)
-        loaded, e2 = await time_victim(client, urls, served.fleet_key, n, params)
-        flood.cancel()
-        await asyncio.gather(flood, return_exceptions=True)
+        for r in range(rounds):
+            if r:
+                await asyncio.sleep(drain_s)
+            alone, e1 = await time_victim(client, urls, served.fleet_key, n, params, gap_s)
+            (under, e2), flood_answered = await _under_flood(
+                attack, settle_s, time_victim(client, urls, served.fleet_key, n, params, gap_s)
+            )
+            unloaded += alone
+            loaded += under
+            errors += e1 + e2
+            answered += flood_answered
     return {
         "unloaded_p99_s": round(p99(unloaded), 4),
         "loaded_p99_s": round(p99(loaded), 4),
         "unloaded_median_s": round(statistics.median(unloaded), 4),
         "loaded_median_s": round(statistics.median(loaded), 4),
         "ratio": round(p99(loaded) / p99(unloaded), 2),
-        "errors": e1 + e2,
+        "errors": errors,
+        "flood_answered": answered,
+        "samples": len(loaded),
     }
+
+
+async def _under_flood(attack: Attack, settle_s: float, timed: Awaitable[T]) -> tuple[T, int]:
+    """``timed`` while the flood runs in its own process; and how many flood requests
+    were answered meanwhile."""
+    ctx = multiprocessing.get_context("spawn")
+    stop, out = ctx.Event(), ctx.Queue()
+    flooder = ctx.Process(target=_attack_process, args=(attack, stop, out), daemon=True)
+    flooder.start()
+    try:
+        await asyncio.sleep(settle_s)
+        result = await timed
+    finally:
+        stop.set()
+        answered: int = await asyncio.to_thread(out.get, True, 60)
+        flooder.join(10)
+        if flooder.is_alive():
+            flooder.kill()
+    return result, answered
 
 
 async def keep_in_flight(concurrency: int, one: Callable[[int], Awaitable[object]]) -> None:
@@ -187,9 +280,12 @@ async def keep_in_flight(concurrency: int, one: Callable[[int], Awaitable[object
 
 
 # -- the floods ---------------------------------------------------------------------------
-def flood_dns(n: int = 100, attackers: int = 8) -> dict[str, Any]:
+def flood_dns(
+    n: int = 200, attackers: int = 8, gap_s: float = 0.02, rounds: int = 3
+) -> dict[str, Any]:
     """The victim's fetches (a resolving name, a mapped name) alone and while a restricted
-    caller keeps ``attackers`` fetches of never-answering names in flight."""
+    caller keeps ``attackers`` fetches of never-answering names in flight: ``rounds`` x
+    (``n`` fetches ``gap_s`` apart alone, then as many under the flood)."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         DnsServer({"ok.test": [HOST]}, silent_suffixes=[STALL]) as dns,
@@ -197,25 +293,18 @@ def flood_dns(n: int = 100, attackers: int = 8) -> dict[str, Any]:
         lab(Path(tmp), port, dns) as served,
     ):
         urls = [f"http://ok.test:{port}/page", f"http://mapped.test:{port}/page"]
-
-        async def attack(client: httpx.AsyncClient) -> None:
-            async def one(i: int) -> object:
-                return await client.get(
-                    "/v1/fetch",
-                    params={"url": f"http://a{i}{STALL}:{port}/page"},
-                    headers={"Authorization": f"Bearer {served.restricted_key}"},
-                )
-
-            await keep_in_flight(attackers, one)
-
-        result = asyncio.run(measure(served, urls, {"max_age_s": 0}, attack, n, 0.5))
+        attack = Attack("dns", served.base_url, served.restricted_key, port, attackers)
+        result = asyncio.run(measure(served, urls, {"max_age_s": 0}, attack, n, 0.5, gap_s, rounds))
         result["stalled_names_queried"] = sum(1 for q in dns.queries if q.endswith(STALL))
     return {"flood": "dns", **result}
 
 
-def flood_maps(n: int = 100, maps: int = 16) -> dict[str, Any]:
+def flood_maps(
+    n: int = 200, maps: int = 16, gap_s: float = 0.02, rounds: int = 3
+) -> dict[str, Any]:
     """The victim's cached fetch alone and while a restricted caller keeps ``maps`` maps of
-    a site with a 50,000-URL sitemap in flight."""
+    a site with a 50,000-URL sitemap in flight: ``rounds`` x (``n`` fetches ``gap_s`` apart
+    alone, then as many after 3 s of the flood, when its maps answer in turn)."""
     with (
         tempfile.TemporaryDirectory() as tmp,
         DnsServer({}, silent_suffixes=[STALL]) as dns,
@@ -223,19 +312,23 @@ def flood_maps(n: int = 100, maps: int = 16) -> dict[str, Any]:
         lab(Path(tmp), port, dns) as served,
     ):
         urls = [f"http://site.test:{port}/page"]
-
-        async def attack(client: httpx.AsyncClient) -> None:
-            async def one(_: int) -> object:
-                return await client.post(
-                    "/v1/map",
-                    json={"url": f"http://site.test:{port}/", "limit": 10_000},
-                    headers={"Authorization": f"Bearer {served.restricted_key}"},
-                )
-
-            await keep_in_flight(maps, one)
-
-        result = asyncio.run(measure(served, urls, {}, attack, n, 1.0))
+        attack = Attack("maps", served.base_url, served.restricted_key, port, maps)
+        result = asyncio.run(measure(served, urls, {}, attack, n, 3.0, gap_s, rounds, 6.0))
     return {"flood": "maps", **result}
+
+
+def as_row(result: dict[str, Any], note: str = "") -> Row:
+    """A flood's result as a row of ``bench/fairness.py``'s table (no fair share: the
+    flood may take nothing the victim needs)."""
+    return Row(
+        str(result["flood"]),
+        result["unloaded_median_s"],
+        result["unloaded_p99_s"],
+        result["loaded_median_s"],
+        result["loaded_p99_s"],
+        0.0,
+        note,
+    )
 
 
 # -- the resolver choice ------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Fairness under a flood of renders or browser pages: a victim's p99, loaded vs unloaded.
 
     .venv/bin/python bench/fairness_render.py [--victims 30] [--only renders|browser]
+        [--start-method forkserver|spawn] [--spare 1]
 
 Loopback only: one upstream on 127.0.1.1 (public through ``extra_public_cidrs``, named
 ``pub.test`` by ``egress.resolve``), sift's parts as ``sift serve`` assembles them, called
@@ -40,10 +41,13 @@ import tempfile
 import time
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import get_args
 
 from aiohttp import web
 
-from sift.assembly import assemble, build_fetcher, build_render_pool
+from fairtable import Row
+from sift.assembly import assemble, build_fetcher
+from sift.assembly.builders import SPARE_RENDER_WORKERS
 from sift.config import BrowserSettings, ClassesSettings, ClassSettings, EgressSettings, Settings
 from sift.errors import SiftError
 from sift.fetch import StaticResolver
@@ -51,6 +55,7 @@ from sift.options import FetchOptions
 from sift.principal import Principal
 from sift.service import Service
 from sift.workers import RenderPool
+from sift.workers.process import StartMethod
 
 HOST, NAME = "127.0.1.1", "pub.test"
 ATTACKER = Principal("agent", "restricted")
@@ -150,7 +155,10 @@ async def wait_until(check: Callable[[], bool], within_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
-def report(name: str, alone: list[float], loaded: list[float], fair_share_s: float) -> None:
+def report(
+    name: str, alone: list[float], loaded: list[float], fair_share_s: float, note: str = ""
+) -> Row:
+    """Print the victim's figures and the target; the row for ``bench/fairness.py``."""
     a99, l99 = p(alone, 0.99), p(loaded, 0.99)
     target = 2 * a99 + fair_share_s
     print(f"\n{name}: victim latency over {len(alone)} requests (ms)")
@@ -165,11 +173,20 @@ def report(name: str, alone: list[float], loaded: list[float], fair_share_s: flo
         f"({'met' if l99 <= target else 'MISSED'})",
         flush=True,
     )
+    return Row(
+        name,
+        statistics.median(alone),
+        a99,
+        statistics.median(loaded),
+        l99,
+        fair_share_s,
+        note,
+    )
 
 
-async def worker_start_s() -> float:
+async def worker_start_s(start_method: StartMethod) -> float:
     """How long a fresh render worker takes to answer on this machine now."""
-    pool = RenderPool(1)
+    pool = RenderPool(1, start_method=start_method)
     started = time.perf_counter()
     try:
         await pool.run(len, "x", timeout_s=60)
@@ -178,7 +195,9 @@ async def worker_start_s() -> float:
     return time.perf_counter() - started
 
 
-async def flood_renders(service: Service, port: int, victims: int) -> None:
+async def flood_renders(
+    service: Service, port: int, victims: int, start_method: StartMethod
+) -> Row:
     """Renders: 16 slow renders in flight vs a fleet caller's plain pages."""
     base = f"http://{NAME}:{port}"
     run = itertools.count()
@@ -199,12 +218,13 @@ async def flood_renders(service: Service, port: int, victims: int) -> None:
         await wait_until(lambda: service.render_pool.queued("agent") >= inflight - 2, 60)
         loaded = await timed_victims(victims, victim)
         # A killed worker's replacement starts under the flood's load: part of its share.
-        start_s = await worker_start_s()
+        start_s = await worker_start_s(start_method)
     print(f"\na render worker starts in {start_s * 1000:.0f} ms under the flood")
-    report("flood_renders", alone, loaded, RENDER_LIMIT_S + start_s)
+    note = f"fair share: one 2 s render limit + a worker's start under the flood ({start_method})"
+    return report("renders", alone, loaded, RENDER_LIMIT_S + start_s, note)
 
 
-async def flood_browser(service: Service, port: int, victims: int) -> None:
+async def flood_browser(service: Service, port: int, victims: int) -> Row:
     """Browser pages: pages spinning every core vs a fleet caller's JavaScript pages."""
     base = f"http://{NAME}:{port}"
     run = itertools.count()
@@ -225,30 +245,65 @@ async def flood_browser(service: Service, port: int, victims: int) -> None:
     async with flood(pages, attacker):
         await asyncio.sleep(1.0)  # the spinning pages are up
         loaded = await timed_victims(victims, victim)
-    report("flood_browser", alone, loaded, 0.0)
+    return report("browser pages", alone, loaded, 0.0, "2 pages spinning 5 threads each")
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--victims", type=int, default=30)
-    parser.add_argument("--only", choices=("renders", "browser"))
-    args = parser.parse_args()
+async def run(
+    only: str | None = None,
+    victims: int = 30,
+    start_method: StartMethod = "forkserver",
+    spare: int = SPARE_RENDER_WORKERS,
+) -> list[Row]:
+    """The floods (``only`` one of them), each a row; the browser flood only where
+    Chromium is installed (else it is left out, with a line printed)."""
+    rows: list[Row] = []
     runner, port = await start_upstream()
     settings = bench_settings(port)
     async with assemble(
         settings,
         fetcher=build_fetcher(settings, resolver=StaticResolver({})),
-        render_pool=build_render_pool(settings),
+        render_pool=RenderPool(
+            settings.render_workers,
+            memory_bytes=settings.render_memory_bytes,
+            start_method=start_method,
+            spare=spare,
+        ),
     ) as parts:
-        if args.only in (None, "renders"):
-            await flood_renders(parts.service, port, args.victims)
-        if args.only in (None, "browser"):
+        if only in (None, "renders"):
+            rows.append(await flood_renders(parts.service, port, victims, start_method))
+        if only in (None, "browser"):
             if parts.browser is None or not parts.browser.available:
-                sys.exit("no browser here: apt-get install chromium-headless-shell")
-            await flood_browser(parts.service, port, args.victims)
+                print("no browser here (apt-get install chromium-headless-shell): skipped")
+            else:
+                rows.append(await flood_browser(parts.service, port, victims))
     await runner.cleanup()
-    print(f"\n(pid {os.getpid()}, 2 render workers, loopback only)")
+    print(
+        f"\n(pid {os.getpid()}, 2 render workers + {spare} spare ({start_method}), loopback only)"
+    )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--victims", type=int, default=30)
+    parser.add_argument("--only", choices=("renders", "browser"))
+    parser.add_argument(
+        "--spare",
+        type=int,
+        default=SPARE_RENDER_WORKERS,
+        help="render workers started beyond the turns (sift serve: 1)",
+    )
+    parser.add_argument(
+        "--start-method",
+        choices=get_args(StartMethod),
+        default="forkserver",
+        help="how render workers start (workers/process.py)",
+    )
+    args = parser.parse_args()
+    rows = asyncio.run(run(args.only, args.victims, args.start_method, args.spare))
+    if args.only == "browser" and not rows:
+        sys.exit("no browser here: apt-get install chromium-headless-shell")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -51,3 +51,25 @@ def announce_then_backtrack(marker: str, n: int) -> bool:
     """Say "running" (the marker file holds this worker's pid), then backtrack for minutes."""
     Path(marker).write_text(str(os.getpid()))
     return backtrack(n)
+
+
+def announce_then_wait(marker: str, release: str) -> int:
+    """Say "running" (the marker file holds this worker's pid), then wait until the file
+    ``release`` exists (at most 60 s); answer this worker's pid."""
+    import time
+
+    Path(marker).write_text(str(os.getpid()))
+    end = time.monotonic() + 60
+    while not Path(release).exists() and time.monotonic() < end:
+        time.sleep(0.01)
+    return os.getpid()
+
+
+_REMEMBERED: list[str] = []
+
+
+def remember(value: str) -> str | None:
+    """Keep ``value`` in this worker's memory; answer what the previous job kept, if any."""
+    previous = _REMEMBERED[-1] if _REMEMBERED else None
+    _REMEMBERED.append(value)
+    return previous

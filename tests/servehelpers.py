@@ -10,6 +10,7 @@ addresses): nothing it is asked to fetch needs DNS.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -57,6 +58,14 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (children first), from /proc."""
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
 class _Drain:
     """Collects a process's output on a thread of its own."""
 
@@ -91,9 +100,11 @@ class Served:
 
     def kill_hard(self) -> None:
         """The whole service dies at once, as on an OOM kill or a power cut: the server and
-        its render workers (which would otherwise hold its output open)."""
-        for pid in [self.proc.pid, *_children(self.proc.pid)]:
-            os.kill(pid, signal.SIGKILL)
+        every process under it — the render workers' fork server and the workers forked
+        from it — which would otherwise hold its output open."""
+        for pid in [self.proc.pid, *_descendants(self.proc.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self.proc.wait(30)
 
     def wait_output(self, timeout_s: float = 30) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from poolfuncs import allocate, backtrack, die, die_once, echo, refuse
+from poolfuncs import allocate, backtrack, die, die_once, echo, refuse, remember
 from sift.errors import (
     RenderFailed,
     RenderTimeout,
@@ -36,6 +36,43 @@ async def test_runs_jobs_in_a_worker_and_passes_sift_errors_through() -> None:
     finally:
         pool.close()
     assert pool.pids() == []
+
+
+async def test_workers_run_below_the_servers_priority() -> None:
+    """Under contention for the CPU the event loop's process comes first: workers are
+    ``nice`` 5 below it."""
+    pool = RenderPool(1)
+    try:
+        _, pid = await pool.run(echo, "hi", timeout_s=30)
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + 5)
+    finally:
+        pool.close()
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+async def test_workers_fork_from_a_one_thread_fork_server_and_start_clean() -> None:
+    """Workers are forked warm from the fork server (workers/process.py), which runs one
+    thread — a fork never copies a lock another thread holds — and never runs a job: a
+    worker replacing a killed one starts from the fork server's state, with nothing a
+    previous job (another caller's) left in memory."""
+    pool = RenderPool(1)
+    try:
+        assert await pool.run(remember, "a caller's secret", timeout_s=30) is None
+        (pid,) = pool.pids()
+        server = parent_of(pid)
+        assert server != os.getpid()
+        assert len(list(Path(f"/proc/{server}/task").iterdir())) == 1
+        with pytest.raises(RenderTimeout):
+            await pool.run(backtrack, 64, timeout_s=0.5)
+        assert await pool.run(remember, "the next caller's", timeout_s=30) is None
+        (new,) = pool.pids()
+        assert new != pid and parent_of(new) == server
+    finally:
+        pool.close()
 
 
 async def test_a_render_stuck_in_c_code_is_killed_at_its_time_limit() -> None:
@@ -90,7 +127,7 @@ async def test_a_render_over_the_memory_limit_fails_cleanly() -> None:
 
 
 async def test_workers_that_cannot_start_make_the_pool_unhealthy() -> None:
-    # 16 MiB of address space: the interpreter runs, loading lxml does not.
+    # 16 MiB of address space: less than a worker has mapped once the renderer is loaded.
     pool = RenderPool(1, memory_bytes=16 << 20)
     try:
         with pytest.raises(RenderUnavailable) as info:

@@ -3,7 +3,8 @@
 ``FairQueue`` alone (deterministic: the order slots are handed out in), then the real render
 pool with real worker processes: the order renders of two callers run in, a render dropped
 at its deadline while still queued, a cancelled queued render leaving the queue and a
-cancelled running render having its worker killed (not left running to its limit).
+cancelled running render having its worker killed (not left running to its limit) — or,
+for a job that ends by its own deadline (``on_cancel="finish"``), left to finish.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from poolfuncs import announce_then_backtrack, echo, nap
+from poolfuncs import announce_then_backtrack, announce_then_wait, echo, nap
 from sift.errors import RenderQueueTimeout, RenderUnavailable
 from sift.workers import RenderPool
 from sift.workers.fairqueue import FairQueue
@@ -202,8 +203,9 @@ async def test_cancelling_a_running_render_kills_its_worker(tmp_path: Path) -> N
 @pytest.mark.slow
 async def test_cancelling_a_render_while_its_worker_starts_leaves_the_pool_healthy() -> None:
     """A worker killed during its start-up because nobody waits any more is not a worker
-    that cannot start: the pool is not marked broken and the next render works."""
-    pool = RenderPool(1)
+    that cannot start: the pool is not marked broken and the next render works. (Workers
+    spawned, not forked warm: their start-up lasts long enough to cancel a render in it.)"""
+    pool = RenderPool(1, start_method="spawn")
     try:
         first = asyncio.ensure_future(pool.run(echo, "never", timeout_s=30, caller="a"))
         while pool.admitted == 0:
@@ -214,5 +216,73 @@ async def test_cancelling_a_render_while_its_worker_starts_leaves_the_pool_healt
             await first
         value, _ = await pool.run(echo, "next", timeout_s=30, caller="b")
         assert (value, pool.broken) == ("next", None)
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+async def test_a_job_left_to_finish_keeps_its_worker_and_its_turn(tmp_path: Path) -> None:
+    """``on_cancel="finish"`` (the crawl's jobs, which stop at their own deadline): the
+    caller stops waiting, the job runs on, its worker is not killed and its turn is held
+    until it ends; then the worker serves the next job."""
+    pool = RenderPool(1)
+    marker, release = tmp_path / "running", tmp_path / "release"
+    try:
+        await pool.run(echo, "warm", timeout_s=30)
+        running = asyncio.ensure_future(
+            pool.run(
+                announce_then_wait,
+                str(marker),
+                str(release),
+                timeout_s=60,
+                caller="a",
+                on_cancel="finish",
+            )
+        )
+        while not marker.exists() or not marker.read_text():
+            await asyncio.sleep(0.02)
+        pid = int(marker.read_text())
+        queued = asyncio.ensure_future(pool.run(echo, "next", timeout_s=30, caller="b"))
+        await _settle()
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        await _settle()
+        assert (pool.admitted, pool.queued("b"), queued.done()) == (1, 1, False)
+        release.write_text("go")
+        assert await queued == ("next", pid)  # the same worker, once the job had ended
+        assert (pool.replaced, pool.admitted, pool.pids()) == (0, 0, [pid])
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+async def test_a_job_left_to_finish_that_never_started_never_runs(tmp_path: Path) -> None:
+    """Cancelled while still queued, an ``on_cancel="finish"`` job leaves the queue like any
+    other: it never runs."""
+    pool = RenderPool(1)
+    marker, release = tmp_path / "running", tmp_path / "release"
+    try:
+        await pool.run(echo, "warm", timeout_s=30)
+        holder = asyncio.ensure_future(
+            pool.run(announce_then_wait, str(marker), str(release), timeout_s=60, caller="a")
+        )
+        while not marker.exists() or not marker.read_text():
+            await asyncio.sleep(0.02)
+        never = asyncio.ensure_future(
+            pool.run(nap, "never", 30.0, timeout_s=60, caller="b", on_cancel="finish")
+        )
+        await _settle()
+        assert pool.queued("b") == 1
+        never.cancel()
+        await _settle()
+        assert pool.queued() == 0
+        release.write_text("go")
+        await holder
+        assert await pool.run(echo, "next", timeout_s=30, caller="c") == (
+            "next",
+            int(marker.read_text()),
+        )
+        assert pool.admitted == 0
     finally:
         pool.close()

@@ -45,5 +45,6 @@ def make_runner(
         source = Claims(settings, store, principals=principals, clock=clock)
     else:
         source = LocalQueue(settings, store, principals=principals, clock=clock)
-    hooks = {KIND: CrawlHook(Crawler(store, service, clock))}
+    # The crawl's CPU work runs in the render workers the assembly built (``crawl.offloop``).
+    hooks = {KIND: CrawlHook(Crawler(store, service, clock, pool=service.render_pool))}
     return Runner(settings, store, service, source, hooks=hooks, clock=clock, sleep=sleep)

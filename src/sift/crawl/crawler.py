@@ -12,10 +12,12 @@ discovery never holds a fetch slot (it must not starve them).
    (warning ``redirected_off_scope`` in the stored envelope) and its links are not followed.
    An in-scope final URL is marked seen, so a page reached by a redirect is not fetched a
    second time under its own URL.
-2. Below ``max_depth``, the links of an HTML page (``links.page_links``, run in a thread:
-   parsing is CPU) and, for the start page with ``sitemap``, the site's sitemaps.
-3. Each URL through the ``Frontier``; the survivors are appended in one store operation
-   (``append_crawl_targets``), which skips those already seen and stops at ``max_pages``.
+2. Below ``max_depth``, the links of an HTML page (``links.page_links``) and, for the start
+   page with ``sitemap``, the site's sitemaps: parsed and admitted in a worker process
+   (``offloop``: CPU work, in the caller's turn at the workers the renders use).
+3. Each admitted URL through the ``Frontier``'s per-origin checks (addresses, robots.txt);
+   the survivors are appended in one store operation (``append_crawl_targets``), which
+   skips those already seen and stops at ``max_pages``.
 
 The body is the one the service just fetched (``Service.recent_bodies``, bounded), else read
 from the content cache by the envelope's digest; a page the cache has already evicted again
@@ -28,20 +30,23 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from sift.crawl import sitemap
+from sift.crawl.found import Found, merge
 from sift.crawl.frontier import Frontier
-from sift.crawl.links import page_links
-from sift.crawl.offloop import CPU_LANE
+from sift.crawl.offloop import OffLoop
 from sift.crawl.spec import ORIGIN_ONLY_OPTIONS, CrawlSpec
 from sift.dcache import DB
 from sift.errors import SiftError
-from sift.fetch import RobotsChecker, Target, validate_url
+from sift.fetch import RobotsChecker, validate_url
 from sift.jsonio import loads
 from sift.principal import Principal
 from sift.service import Service
 from sift.store import BatchStore
+
+if TYPE_CHECKING:
+    from sift.workers import RenderPool
 
 log = logging.getLogger("sift.crawl")
 
@@ -54,11 +59,6 @@ MAX_REMEMBERED_JOBS: Final = 1024
 # enqueued (its site's navigation, mostly) then cost no store round trip. Only a shortcut:
 # the seen-set in the store decides; this memory is bounded whatever the crawls' sizes.
 MAX_REMEMBERED_SEEN: Final = 50_000
-# Pages up to this size are parsed on the event loop (a thread hand-off costs more than the
-# parse); larger ones in a thread, so the loop never stalls on a big page.
-INLINE_PARSE_BYTES: Final = 32 << 10
-# Lists of discovered URLs up to this length are admitted on the event loop (~10 ms at most).
-INLINE_ADMIT_URLS: Final = 500
 
 
 def is_html(content_type: str) -> bool:
@@ -67,14 +67,23 @@ def is_html(content_type: str) -> bool:
 
 class Crawler:
     """One per runner. Holds each live crawl's frontier (parameters, compiled globs, hosts
-    judged) and which crawls are full; the seen-set itself lives in the store."""
+    judged) and which crawls are full; the seen-set itself lives in the store.
+
+    ``pool``: the worker processes the CPU work goes to (``offloop``); by default the
+    service's render pool, which the assembly built and handed it."""
 
     def __init__(
-        self, store: BatchStore, service: Service, clock: Callable[[], float] = time.time
+        self,
+        store: BatchStore,
+        service: Service,
+        clock: Callable[[], float] = time.time,
+        *,
+        pool: RenderPool | None = None,
     ) -> None:
         self._store = store
         self._service = service
         self._clock = clock
+        self.pool = pool if pool is not None else service.render_pool
         self._frontiers: OrderedDict[tuple[str, str], Frontier] = OrderedDict()
         self._full: OrderedDict[str, None] = OrderedDict()
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -89,17 +98,25 @@ class Crawler:
         key = (job_id, principal.name)
         f = self._frontiers.get(key)
         if f is None:
-            policy = self._policy(principal)
-            fetcher = self._service.fetcher
-            f = Frontier(
-                validate_url(spec.url),
-                spec.scope,
-                spec.include,
-                spec.exclude,
-                lambda url: fetcher.check_url(url, policy),
-            )
+            f = self.new_frontier(validate_url(spec.url), spec, self._policy(principal))
             self._remember(self._frontiers, key, f)
         return f
+
+    def new_frontier(self, start: Any, spec: Any, policy: Any) -> Frontier:
+        """A frontier from ``start`` (a ``Target``) and a crawl's or map's parameters."""
+        fetcher = self._service.fetcher
+        return Frontier(
+            start,
+            spec.scope,
+            tuple(spec.include),
+            tuple(spec.exclude),
+            policy,
+            lambda url: fetcher.check_url(url, policy),
+        )
+
+    def offloop(self, principal: Principal) -> OffLoop:
+        """A crawl page's CPU work, for ``principal`` (each job under its own time limit)."""
+        return OffLoop(self.pool, principal.name)
 
     def _policy(self, principal: Principal) -> Any:
         limits = self._service.settings.classes.get(principal.caller_class)
@@ -134,25 +151,25 @@ class Crawler:
             final_url = final.url
         if job_id in self._full or depth >= spec.max_depth:
             return 0
-        found: list[str] = []
+        offloop = self.offloop(principal)
+        found: Found = {}
         if 200 <= int(envelope.get("status", 0)) < 300 and is_html(
             str(envelope.get("content_type", ""))
         ):
-            found += await self.page_links(envelope, final_url)
+            merge(found, await self.page_links(envelope, final_url, frontier, offloop))
         if idx == 0 and spec.sitemap:
-            found += await self.sitemap_urls(frontier, principal, spec)
-        admitted = await admit(frontier, found)
-        for u in [u for u in admitted if (job_id, u) in self._seen]:
-            del admitted[u]
-        seen = [final_url] if final_url != url and (job_id, final_url) not in self._seen else []
-        if not admitted and not seen:
-            return 0
-        urls = await frontier.permitted(
-            admitted.values(),
+            merge(found, await self.sitemap_urls(frontier, principal, spec, offloop))
+        permitted = await frontier.permitted(
+            found,
             self._service.fetcher,
             self._policy(principal),
             self._robots(principal, spec),
+            offloop,
         )
+        urls = [u for u in permitted if (job_id, u) not in self._seen]
+        seen = [final_url] if final_url != url and (job_id, final_url) not in self._seen else []
+        if not urls and not seen:
+            return 0
         added, total = await self._append(job_id, spec, urls, depth, idx, seen)
         if total >= spec.max_pages:
             self._remember(self._full, job_id, None)
@@ -191,31 +208,27 @@ class Crawler:
             added += more
         return added, total
 
-    async def page_links(self, envelope: dict[str, Any], page_url: str) -> list[str]:
-        """The followable links of a fetched HTML page (its body read from the cache)."""
+    async def page_links(
+        self, envelope: dict[str, Any], page_url: str, frontier: Frontier, offloop: OffLoop
+    ) -> Found:
+        """The admitted links of a fetched HTML page (its body read from the cache)."""
         digest = envelope.get("digest")
         if not isinstance(digest, str):
-            return []
+            return {}
         body = self._service.recent_bodies.get(digest)
         if body is None:
             body = await self._service.adb.run(DB.get_body, digest, int(self._clock()))
         if body is None:
             log.warning("crawl: the body of %s left the cache before its links were read", page_url)
-            return []
-        if len(body) <= INLINE_PARSE_BYTES:
-            return page_links(body, page_url, MAX_LINKS_PER_PAGE)
-        return await CPU_LANE.run(page_links, body, page_url, MAX_LINKS_PER_PAGE)
+            return {}
+        return await offloop.links(body, page_url, MAX_LINKS_PER_PAGE, frontier.admission)
 
     async def sitemap_urls(
-        self,
-        frontier: Frontier,
-        principal: Principal,
-        spec_like: Any,
-        deadline: float | None = None,
-    ) -> list[str]:
-        """Page URLs of the start host's sitemaps: robots.txt ``Sitemap:`` lines (when
-        robots.txt is obeyed) and ``/sitemap.xml``, through sitemap indexes (parsed in a
-        thread, each parse ending by ``deadline``, monotonic seconds)."""
+        self, frontier: Frontier, principal: Principal, spec_like: Any, offloop: OffLoop
+    ) -> Found:
+        """The admitted page URLs of the start host's sitemaps: robots.txt ``Sitemap:`` lines
+        (when robots.txt is obeyed) and ``/sitemap.xml``, through sitemap indexes (each
+        document parsed and admitted in a worker, by ``offloop``)."""
         start = validate_url(spec_like.url)
         policy = self._policy(principal)
         robots = (
@@ -247,19 +260,14 @@ class Crawler:
                 return None
             return result.body if 200 <= result.status < 300 else None
 
-        return await sitemap.collect(
-            fetch, roots, follow=follow, max_bytes=policy.max_download_bytes, deadline=deadline
-        )
+        async def parse(
+            body: bytes, max_entries: int, max_sitemaps: int
+        ) -> tuple[Found, int, list[str]]:
+            return await offloop.sitemap(
+                body, policy.max_download_bytes, max_entries, max_sitemaps, frontier.admission
+            )
 
-
-async def admit(
-    frontier: Frontier, urls: list[str], deadline: float | None = None
-) -> dict[str, Target]:
-    """``frontier.admit_all(urls)``, in a thread when the list is long (a sitemap's 50,000
-    URLs take ~1 s of checks: never on the event loop)."""
-    if len(urls) <= INLINE_ADMIT_URLS:
-        return frontier.admit_all(urls, deadline)
-    return await CPU_LANE.run(frontier.admit_all, urls, deadline)
+        return await sitemap.collect(fetch, parse, roots)
 
 
 def options_of(target_options: str) -> dict[str, Any]:

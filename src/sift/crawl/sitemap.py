@@ -4,15 +4,14 @@
 ``max_bytes``) with a parser that resolves no entities and reaches no network, and returns
 its page URLs and the sitemaps it points to: at most ``max_entries``, and only those read
 before ``deadline`` (monotonic seconds). ``collect`` walks from the root sitemaps through
-indexes, breadth first, reading at most ``max_docs`` documents and keeping at most
-``max_urls`` page URLs; a document that cannot be fetched or parsed is skipped (a site's
+indexes, breadth first, reading at most ``max_docs`` documents and at most ``max_urls``
+page URLs; a document that cannot be fetched or parsed is skipped (a site's
 broken sitemap must not fail the crawl).
 
-Parsing runs in a thread, never on the event loop (issue 24: one 16 MiB sitemap froze the
-server ~1.7 s). libxml2 parses without the GIL (lxml releases it), and the walk over the
-entries gives the GIL back every few milliseconds like any thread, so the loop keeps
-serving. Each document is bounded in bytes (``max_bytes``), entries (what ``max_urls``
-leaves) and time (``parse_timeout_s``, and the caller's ``deadline``).
+Parsing runs in a worker process, never in the event loop's (issue 24: one 16 MiB sitemap
+froze the server ~1.7 s): ``collect`` is handed ``parse`` (``OffLoop.sitemap``, which runs
+``cpujobs.sitemap_job``: this parser, then admission). Each document is bounded in bytes
+(``max_bytes``), entries (what ``max_urls`` leaves) and time (the job's deadline).
 """
 
 from __future__ import annotations
@@ -25,17 +24,16 @@ from typing import Any, Final
 
 from lxml import etree
 
-from sift.crawl.offloop import CPU_LANE
+from sift.crawl.found import Found, merge
 
 MAX_DOCS: Final = 20
 MAX_URLS: Final = 50_000
-# One document's parse and walk, at most (a 16 MiB sitemap of 50,000 URLs takes ~0.3 s).
-PARSE_TIMEOUT_S: Final = 5.0
 # How many entries are walked between two looks at the clock.
 _CLOCK_EVERY: Final = 512
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 
 Fetch = Callable[[str], Awaitable[bytes | None]]
+Parse = Callable[[bytes, int, int], Awaitable[tuple[Found, int, list[str]]]]
 
 
 def _inflate(body: bytes, max_bytes: int) -> bytes | None:
@@ -96,42 +94,31 @@ def _locs(root: Any, child: str, max_entries: int, deadline: float | None) -> li
 
 async def collect(
     fetch: Fetch,
+    parse: Parse,
     roots: list[str],
     *,
-    follow: Callable[[str], bool],
-    max_bytes: int,
     max_docs: int = MAX_DOCS,
     max_urls: int = MAX_URLS,
-    parse_timeout_s: float = PARSE_TIMEOUT_S,
-    deadline: float | None = None,
-) -> list[str]:
-    """Page URLs from ``roots`` and the indexes below them (see the module docstring);
-    ``follow(url)`` says whether a sitemap an index names may be read. ``deadline``
-    (monotonic seconds) also ends each parse; the caller bounds the fetches."""
+) -> Found:
+    """The admitted page URLs of ``roots`` and the indexes below them (see the module
+    docstring). ``parse(body, max_entries, max_sitemaps)`` reads one document off the
+    event loop: its admitted page URLs, how many it listed, the in-scope sitemaps it names
+    (``OffLoop.sitemap``). The caller bounds the fetches in time."""
     queue = deque(dict.fromkeys(roots))
     read: set[str] = set(queue)
-    urls: dict[str, None] = {}
-    docs = 0
-    while queue and docs < max_docs and len(urls) < max_urls:
+    found: Found = {}
+    listed = docs = 0
+    while queue and docs < max_docs and listed < max_urls:
         url = queue.popleft()
         docs += 1
         body = await fetch(url)
         if body is None:
             continue
-        stop = time.monotonic() + parse_timeout_s
-        pages, sitemaps = await CPU_LANE.run(
-            parse_sitemap,
-            body,
-            max_bytes,
-            max_urls - len(urls),
-            stop if deadline is None else min(stop, deadline),
-        )
-        for page in pages:
-            urls[page] = None
-            if len(urls) >= max_urls:
-                break
+        pages, count, sitemaps = await parse(body, max_urls - listed, max_docs)
+        merge(found, pages)
+        listed += count
         for sm in sitemaps:
-            if sm not in read and follow(sm):
+            if sm not in read:
                 read.add(sm)
                 queue.append(sm)
-    return list(urls)
+    return found

@@ -32,7 +32,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from protego import Protego
@@ -118,11 +118,14 @@ class Rules:
     """The decision for one origin: allow all, disallow all, or what the parser says.
 
     ``failure`` names the error code when robots.txt was unreachable (``status`` 0).
+    ``text`` is what the parser read: a worker process checking many URLs against these
+    rules parses it again (shipping the text is a copy; pickling the parser is not cheap).
     """
 
     status: int
     parser: Protego | None
     failure: str = ""
+    text: str = field(default="", repr=False, compare=False)
 
     @property
     def disallow_all(self) -> bool:
@@ -146,7 +149,7 @@ def rules_for(status: int, body: bytes) -> Rules:
     """Rules from a cached ``(status, body)``; for ``UNREACHABLE`` the body is the error code."""
     if 200 <= status < 300:
         text = body[:ROBOTS_MAX_BYTES].decode("utf-8", "replace")
-        return Rules(status, Protego.parse(text))
+        return Rules(status, Protego.parse(text), text=text)
     if status == UNREACHABLE:
         return Rules(status, None, body.decode("ascii", "replace"))
     return Rules(status, None)

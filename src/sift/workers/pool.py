@@ -2,7 +2,11 @@
 
 Rendering runs caller-chosen work (CSS selectors) over upstream-chosen bytes inside C code
 (libxml2, pypdf's parsers), where no Python-level timeout can interrupt it. So every render
-runs in a worker *process* the pool owns, and the limits are enforced from outside:
+runs in a worker *process* the pool owns, and the limits are enforced from outside. The
+crawl's CPU work (parsing sitemaps and pages' links, admitting and robots-checking their
+URLs: ``crawl.cpujobs``) runs in the same workers, in the same turns: one caller's maps
+queue behind that caller's own work, and the event loop's process never holds the GIL for
+them (issue 24).
 
 - **Time.** The pool waits at most ``timeout_s`` for the answer, then kills the worker
   (SIGKILL: works inside C code) and starts a new one; the caller gets ``RenderTimeout``.
@@ -15,7 +19,15 @@ runs in a worker *process* the pool owns, and the limits are enforced from outsi
   caller served least recently first, so one caller's backlog of slow renders never stands
   in front of another caller's render. A render still queued at its request's deadline is dropped
   (``RenderQueueTimeout``); one whose caller is cancelled (the client hung up) leaves the
-  queue, or, already running, has its worker killed and replaced.
+  queue, or, already running, has its worker killed and replaced (a job that ends by its
+  own deadline may instead be left to finish: ``on_cancel="finish"``).
+- **Restarts.** A killed worker's replacement is forked warm from a fork server
+  (``workers.process``): ready in tens of milliseconds, not the seconds a fresh interpreter
+  importing the renderer took. With ``spare`` workers more than turns (the server keeps
+  one), the next render takes a worker already started while the replacement starts: idle
+  workers are used in turn, so each is warm.
+- **Priority.** Workers run ``nice`` (``WORKER_NICE``, 5) below the server's process: when
+  the CPU is short, the event loop (every caller's requests) comes first.
 - **Health.** A worker proves at start-up that it can render (it imports the renderer under
   its memory limit and renders a tiny page). While workers cannot start, ``broken`` names
   why and renders fail fast with ``RenderUnavailable`` (503); ``/healthz`` reports it.
@@ -24,30 +36,34 @@ Why not ``concurrent.futures.ProcessPoolExecutor``: it cannot kill one task's wo
 per-task timeout), and one dead worker breaks the whole pool (``BrokenProcessPool``) for
 every queued task. This pool is one pipe per worker and one thread per worker slot that does
 the blocking pipe I/O (pickling a body and unpickling a render stay off the event loop).
-Workers are started with ``spawn``: forking a process that already runs threads is unsafe.
+A worker process itself is ``workers.process``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import logging
-import multiprocessing
-import os
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing import resource_tracker
-from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sift.errors import RenderFailed, RenderTimeout, RenderUnavailable, SiftError
+from sift.workers.process import (
+    WORKER_NICE,
+    StartMethod,
+    WorkerProcess,
+    selftest,
+    worker_context,
+)
 
 T = TypeVar("T")
+# What a cancelled ``run`` does to its job once a worker runs it: ``kill`` the worker (a
+# render nobody waits for stops now), or let it ``finish`` (a job that ends by its own
+# deadline: killing it would only cost a worker's restart).
+OnCancel = Literal["kill", "finish"]
 log = logging.getLogger("sift.render")
 
 # How long a new worker may take to import the renderer and answer "ready".
@@ -59,119 +75,12 @@ BROKEN_RETRY_S = 2.0
 HEALTH_CALLER = "(health)"
 
 
-def _limit_memory(max_bytes: int | None) -> None:
-    """Cap this process's address space (soft limit; None lifts it again, so a worker out
-    of memory can still report why before it exits)."""
-    import resource
-
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if max_bytes is None:
-        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
-    elif max_bytes > 0:
-        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, hard))
-
-
-def _selftest() -> None:
-    """Import the renderer and render one tiny page: what every real render needs. The
-    extraction model is loaded and compiled here too (~0.3 s, once per worker), so a
-    worker's first real page does not pay for it (a missing model only logs a warning)."""
-    from sift.render import RenderOptions, render
-    from sift.render.learned import load_model
-
-    load_model()
-
-    render(
-        b"<html><body><p>ok</p></body></html>",
-        content_type="text/html",
-        url="http://localhost/",
-        options=RenderOptions(selector="p"),
-    )
-
-
-def _ignore_interrupts() -> None:
-    """Ctrl-C is for the parent, which stops the pool (a terminal sends SIGINT to the whole
-    process group, workers included): ignore it here, then let signals in again. The worker
-    started with SIGINT blocked (``_Worker``), so one sent while it was starting up is
-    dropped now instead of killing it with a traceback."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
-def _worker_main(conn: Connection, memory_bytes: int) -> None:
-    """A worker's life: limit memory, prove it can render, then answer jobs until EOF."""
-    _ignore_interrupts()
-    try:
-        _limit_memory(memory_bytes)
-        _selftest()
-    except BaseException as exc:  # noqa: BLE001 - any failure here means "cannot render"
-        _limit_memory(None)
-        # Under the address-space limit an import may fail in a syscall (ENOMEM) rather than
-        # in the allocator: the cause is the same, and it is named the same.
-        out_of_memory = isinstance(exc, OSError) and exc.errno == errno.ENOMEM
-        name = "MemoryError" if out_of_memory else type(exc).__name__
-        conn.send(("broken", f"{name}: {exc}"[:300]))
-        return
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            job = conn.recv()
-        except (EOFError, OSError):
-            return  # the pool closed the pipe: exit quietly
-        if job is None:
-            return
-        fn, args = job
-        try:
-            conn.send(("ok", fn(*args)))
-        except MemoryError:
-            _limit_memory(None)
-            conn.send(("nomem", None))
-            return  # a fresh worker replaces this one
-        except SiftError as exc:
-            conn.send(("err", exc))
-        except Exception as exc:  # noqa: BLE001 - a bug in sift; keep the worker
-            conn.send(("bug", f"{type(exc).__name__}: {exc}"[:300]))
-
-
-class _Worker:
-    """One worker process and the parent's end of its pipe."""
-
-    def __init__(self, ctx: Any, memory_bytes: int, number: int) -> None:
-        parent, child = ctx.Pipe(duplex=True)
-        self.proc: BaseProcess = ctx.Process(
-            target=_worker_main,
-            args=(child, memory_bytes),
-            name=f"sift-render-{number}",
-            daemon=True,
-        )
-        # The child inherits this thread's signal mask: SIGINT stays blocked in it until
-        # ``_worker_main`` ignores it (a Ctrl-C during its start-up must not kill it either).
-        # The resource tracker is started first: starting it unblocks SIGINT in this thread.
-        resource_tracker.ensure_running()
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            self.proc.start()
-        finally:
-            if signal.SIGINT not in blocked:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        child.close()
-        self.conn: Connection = parent
-        self.ready = False
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid
-
-    def kill(self) -> None:
-        """SIGKILL, reap and close the pipe; idempotent. Only the thread using the worker
-        (or ``close`` once no thread runs) calls it: the pipe is closed here."""
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join(5)
-        self.conn.close()
-
-
 class _Died(Exception):
     pass
+
+
+class _Lost(_Died):
+    """The worker was dead before it got the job (killed while idle): the job is not why."""
 
 
 class _Cancelled(Exception):
@@ -184,6 +93,7 @@ class _Job:
     ``cancel`` (from the event loop) kills the worker the job holds, if any; the thread
     checks ``cancelled`` before it takes a worker. The lock makes "holds a worker" and
     "cancelled" change together, so a cancel never kills a worker already handed back.
+    ``abandon`` only keeps a job that has no worker yet from starting.
     """
 
     __slots__ = ("cancelled", "lock", "worker")
@@ -191,7 +101,7 @@ class _Job:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.cancelled = False
-        self.worker: _Worker | None = None
+        self.worker: WorkerProcess | None = None
 
     def cancel(self) -> None:
         with self.lock:
@@ -199,7 +109,12 @@ class _Job:
             if self.worker is not None:
                 self.worker.proc.kill()  # the thread sees EOF and replaces it
 
-    def hold(self, worker: _Worker | None) -> bool:
+    def abandon(self) -> None:
+        with self.lock:
+            if self.worker is None:
+                self.cancelled = True
+
+    def hold(self, worker: WorkerProcess | None) -> bool:
         """Record the worker the thread uses now (None: given back); False if cancelled."""
         with self.lock:
             self.worker = worker
@@ -212,22 +127,35 @@ class _Broken(Exception):
 
 class RenderPool:
     """``workers`` render processes, each limited to ``memory_bytes`` of address space
-    (0: no limit). ``await run(fn, *args, timeout_s=…)`` calls ``fn(*args)`` in a worker
-    (``fn`` must be a picklable module-level function) and returns its result, or raises:
+    (0: no limit), running ``nice`` below this process and started by ``start_method``
+    (``workers.process``: forked warm from a fork server by default); ``spare`` more are kept
+    started, so a render that follows a kill finds a ready worker. ``await run(fn, *args,
+    timeout_s=…)`` calls ``fn(*args)`` in a worker (``fn`` must be a picklable module-level
+    function) and returns its result, or raises:
     the ``SiftError`` it raised, ``RenderTimeout``, ``RenderFailed`` or ``RenderUnavailable``.
 
     Start with ``start()`` (or lazily on the first ``run``); ``close()`` stops every worker.
     """
 
-    def __init__(self, workers: int, *, memory_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        memory_bytes: int = 0,
+        nice: int = WORKER_NICE,
+        start_method: StartMethod = "forkserver",
+        spare: int = 0,
+    ) -> None:
         if workers < 1:
             raise ValueError("a render pool needs at least one worker")
         self.workers = workers
         self.memory_bytes = memory_bytes
-        self._ctx = multiprocessing.get_context("spawn")
+        self.nice = nice
+        self.spare = spare
+        self._ctx = worker_context(start_method)
         # Idle workers; None is the shutdown sentinel for threads waiting for one.
-        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()
-        self._all: set[_Worker] = set()
+        self._idle: queue.SimpleQueue[WorkerProcess | None] = queue.SimpleQueue()
+        self._all: set[WorkerProcess] = set()
         self._lock = threading.Lock()
         self._threads: ThreadPoolExecutor | None = None
         self._started = 0
@@ -246,13 +174,13 @@ class RenderPool:
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the worker processes (they import the renderer in the background)."""
+        """Start the worker processes, from a thread: the process's first start boots the
+        fork server (``workers.process``: ~1 s), which must not hold up the event loop."""
         with self._lock:
             if self._threads is not None or self._closed:
                 return
             self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sift-render")
-            for _ in range(self.workers):
-                self._idle.put(self._spawn())
+        self._spawn_in_background(self.workers + self.spare)
 
     def close(self) -> None:
         """Stop every worker; renders still running are killed. Idempotent."""
@@ -280,13 +208,46 @@ class RenderPool:
         with self._lock:
             return [w.pid for w in self._all if w.pid is not None and w.proc.is_alive()]
 
-    def _spawn(self) -> _Worker:
-        self._started += 1
-        worker = _Worker(self._ctx, self.memory_bytes, self._started)
-        self._all.add(worker)
-        return worker
+    def _spawn(self) -> None:
+        """Start one worker and make it idle (not once the pool is closed). Raises what
+        starting a process raises (``OSError``: no fork server, no process left)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._started += 1
+            number = self._started
+        worker = WorkerProcess(self._ctx, self.memory_bytes, number, self.nice)
+        if not self._adopt(worker):
+            worker.kill()
 
-    def _replace(self, worker: _Worker) -> None:
+    def _adopt(self, worker: WorkerProcess) -> bool:
+        """Make a new worker idle; False once the pool is closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._all.add(worker)
+            self._idle.put(worker)
+            return True
+
+    def _spawn_in_background(self, count: int) -> None:
+        """Start ``count`` workers from a thread, retrying every ``BROKEN_RETRY_S`` while
+        processes cannot be started (``broken`` says why meanwhile)."""
+
+        def spawn_all() -> None:
+            for _ in range(count):
+                while not self._closed:
+                    try:
+                        self._spawn()
+                        break
+                    except Exception as exc:  # noqa: BLE001 - whatever it is, say it and retry
+                        log.error("render workers cannot start: %s", exc)
+                        self.broken = f"{type(exc).__name__}: {exc}"[:300]
+                        self._broken_at = time.monotonic()
+                        time.sleep(BROKEN_RETRY_S)
+
+        threading.Thread(target=spawn_all, name="sift-render-start", daemon=True).start()
+
+    def _replace(self, worker: WorkerProcess) -> None:
         """Kill ``worker`` and put a new one in its place (unless the pool is closing)."""
         worker.kill()
         with self._lock:
@@ -294,8 +255,10 @@ class RenderPool:
             if self._closed:
                 return
             self.replaced += 1
-            fresh = self._spawn()
-        self._idle.put(fresh)
+        try:
+            self._spawn()  # a fork from the fork server: milliseconds
+        except Exception:  # noqa: BLE001 - retried (and named) from a thread of its own
+            self._spawn_in_background(1)
 
     # -- running --------------------------------------------------------------------------
 
@@ -306,13 +269,15 @@ class RenderPool:
         timeout_s: float,
         caller: str = "",
         deadline: float | None = None,
+        on_cancel: OnCancel = "kill",
     ) -> T:
         """``fn(*args)`` in a worker, killed after ``timeout_s`` of wall-clock time.
 
         It waits for ``caller``'s turn at a worker (``FairQueue``); still
         queued at ``deadline`` (an event-loop time; ``None``: no deadline) it is dropped
         with ``RenderQueueTimeout``. Cancelled while queued, it leaves the queue; cancelled
-        while running, its worker is killed and replaced.
+        while running, its worker is killed and replaced — or, with ``on_cancel="finish"``,
+        the job runs to its end (it keeps its turn until then) and its answer is dropped.
         """
         if self._threads is None:
             self.start()
@@ -322,29 +287,38 @@ class RenderPool:
         self._busy += 1
         try:
             await self._queue.acquire(caller, deadline)
-            try:
-                return await self._run_admitted(threads, fn, args, timeout_s)
-            finally:
-                self._queue.release()
-        finally:
+        except BaseException:
             self._busy -= 1
-
-    async def _run_admitted(
-        self,
-        threads: ThreadPoolExecutor,
-        fn: Callable[..., T],
-        args: tuple[Any, ...],
-        timeout_s: float,
-    ) -> T:
-        job = _Job()
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(threads, self._call, job, fn, args, timeout_s)
-        try:
-            result: T = await future
-        except asyncio.CancelledError:
-            job.cancel()  # a render nobody waits for stops now, not at its time limit
             raise
-        return result
+        job = _Job()
+        future = asyncio.get_running_loop().run_in_executor(
+            threads, self._call, job, fn, args, timeout_s
+        )
+        finishing = False
+        try:
+            result: T = await (future if on_cancel == "kill" else asyncio.shield(future))
+            return result
+        except asyncio.CancelledError:
+            if on_cancel == "kill":
+                job.cancel()  # a render nobody waits for stops now, not at its time limit
+            elif not future.done():
+                job.abandon()  # not started yet: never starts; running: runs to its end
+                future.add_done_callback(self._ended_unwatched)
+                finishing = True
+            raise
+        finally:
+            if not finishing:
+                self._ended()
+
+    def _ended(self) -> None:
+        self._queue.release()
+        self._busy -= 1
+
+    def _ended_unwatched(self, future: asyncio.Future[Any]) -> None:
+        """A job left to finish after its caller stopped waiting has ended."""
+        if not future.cancelled():
+            future.exception()  # nobody reads its answer (or its error): retrieved here
+        self._ended()
 
     def queued(self, caller: str | None = None) -> int:
         """Renders waiting for a worker (every caller's, or one caller's)."""
@@ -373,7 +347,7 @@ class RenderPool:
 
     async def _probe_once(self) -> str | None:
         try:
-            await self.run(_selftest, timeout_s=START_TIMEOUT_S, caller=HEALTH_CALLER)
+            await self.run(selftest, timeout_s=START_TIMEOUT_S, caller=HEALTH_CALLER)
         except RenderUnavailable as exc:
             return self.broken or exc.message
         except SiftError:
@@ -388,7 +362,12 @@ class RenderPool:
         while True:
             if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
                 raise RenderUnavailable(f"render workers cannot start: {self.broken}")
-            worker = self._idle.get()
+            try:
+                worker = self._idle.get(timeout=START_TIMEOUT_S)
+            except queue.Empty:
+                raise RenderUnavailable(
+                    f"no render worker came free or started within {START_TIMEOUT_S:.0f} s"
+                ) from None
             if worker is None:
                 self._idle.put(None)  # for the next waiting thread
                 raise RenderUnavailable("the render pool is shut down")
@@ -403,12 +382,12 @@ class RenderPool:
                     raise _Cancelled from None
                 log.warning("a render worker died (%s); replaced", exc)
                 self._replace(worker)
-                deaths += 1
+                deaths += not isinstance(exc, _Lost)
                 if deaths > 1:
                     raise RenderFailed(
                         f"the render worker died twice rendering this page ({exc})"
                     ) from None
-                continue  # once more, on the new worker
+                continue  # once more, on another worker (a death while idle does not count)
             except _Broken as exc:
                 if not job.hold(None):
                     self._replace(worker)  # killed while starting, because nobody waits
@@ -433,7 +412,7 @@ class RenderPool:
             self._give_back(job, worker)
             return result
 
-    def _give_back(self, job: _Job, worker: _Worker) -> None:
+    def _give_back(self, job: _Job, worker: WorkerProcess) -> None:
         """Return a worker that answered; one a cancel may have just killed is replaced."""
         if job.hold(None):
             self._idle.put(worker)
@@ -441,7 +420,7 @@ class RenderPool:
             self._replace(worker)
 
     def _call_on(
-        self, worker: _Worker, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float
+        self, worker: WorkerProcess, fn: Callable[..., Any], args: tuple[Any, ...], timeout_s: float
     ) -> Any:
         conn = worker.conn
         if not worker.ready:
@@ -459,7 +438,7 @@ class RenderPool:
         try:
             conn.send((fn, args))
         except (EOFError, OSError) as exc:
-            raise _Died(f"lost before the job: {exc}") from None
+            raise _Lost(f"lost before the job: {exc}") from None
         try:
             answered = conn.poll(timeout_s)
             if answered:
