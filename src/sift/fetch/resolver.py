@@ -111,7 +111,15 @@ class AresResolver:
             result = await self._resolver().getaddrinfo(
                 host, family=socket.AF_UNSPEC, port=port, type=socket.SOCK_STREAM
             )
-        except (aiodns.error.DNSError, UnicodeError, ValueError) as exc:
+        except aiodns.error.DNSError as exc:
+            if exc.args and exc.args[0] == aiodns.error.ARES_ETIMEOUT:
+                # c-ares gave up at about the lookup's own deadline: the same answer as
+                # when that deadline ends first (which one wins is a race of timers)
+                raise DnsFailure(
+                    f"The host name {host!r} did not resolve within {self._timeout_s:g} s."
+                ) from exc
+            raise _dns_failure(host) from exc
+        except (UnicodeError, ValueError) as exc:
             raise _dns_failure(host) from exc
         addresses = _unique([_literal(node.addr[0]) for node in result.nodes])
         if not addresses:
