@@ -117,6 +117,7 @@ def select(
     weights: Weights | None = None,
     discussion: bool = False,
     host: str = "",
+    attrs: dict[Any, list[tuple[str, str]]] | None = None,
 ) -> Selection:
     """Find the article container under ``body`` (a cleaned tree).
 
@@ -124,9 +125,10 @@ def select(
     comments content. (Inferring it from comments holding most of the text was tried and
     dropped: it turns long comment sections under short articles into content.)
     ``host`` (the page's) tells lists of links to other sites (references) from site lists.
+    ``attrs``: the attributes ``dom.clean`` read (read again here without them).
     """
     weights = weights or DEFAULT_WEIGHTS
-    t = PageTree.of(body)
+    t = PageTree.of(body, attrs)
     n = len(t.els)
     boiler = _chrome(t, weights, discussion)
     tops, runs = _teasers(t, weights, boiler)
@@ -182,7 +184,7 @@ def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
     total, link = t.total, t.link
     # The guard measures plain (non-link) text: many articles have no <p> at all.
     guard = weights.guard_share * (total[0] - link[0])
-    kinds = boiler_kinds(t.els[0], t.els, t.index)
+    kinds = boiler_kinds(t.tags, t.items)
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content

@@ -98,7 +98,6 @@ _CLASS_WORDS: dict[str, tuple[str, ...]] = {
     "cls_contact": ("contact", "address", "phone", "hours", "team", "about", "service"),
 }
 _LETTERS = re.compile(r"[a-z]+")
-_CLASSES = etree.XPath("//@class", smart_strings=False)
 _PLAIN = etree.XPath("string()", smart_strings=False)
 _CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
 _CURRENCY = re.compile(r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b")
@@ -132,19 +131,18 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
     """One row of ``PAGE_FEATURES`` for a cleaned page and the rules' selection of it."""
     t = sel.tree
     assert t is not None
-    counts = dict.fromkeys(_COUNTED, 0)
+    # Tags counted over the tree's own list (read once by ``PageTree``), in C.
+    tally = Counter(t.tags)
+    counts = {tag: tally[tag] for tag in _COUNTED}
     text_in = {"li": 0, "td": 0, "pre": 0}
-    index, own = t.index, t.own
-    # lxml picks the counted tags in C; only those elements are visited here.
-    for el in body.iter(*_COUNTED):
-        tag = el.tag
-        counts[tag] += 1
+    own = t.own
+    for i, tag in enumerate(t.tags):
         if tag in text_in:
-            text_in[tag] += own[index[el]]
+            text_in[tag] += own[i]
     # Class words: the letter runs of the class attributes that start with a group's stems
     # (runs counted in C; each distinct run judged once per process).
     words = [0] * len(_CLASS_WORDS)
-    for run, n in Counter(_LETTERS.findall(" ".join(_CLASSES(body)).lower())).items():
+    for run, n in Counter(_LETTERS.findall(_class_text(body, t).lower())).items():
         for k in _run_groups(run):
             words[k] += n
     total = t.total[0] or 1
@@ -167,6 +165,19 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
         math.log1p(len(info.types)),
     ]
     return row
+
+
+def _class_text(body: Any, t: Any) -> str:
+    """The class values of the page (the tree's, read once by ``PageTree``, and the root's
+    above ``body``), joined by spaces."""
+    values = [v for items in t.items if items for name, v in items if name == "class"]
+    above = body.getparent()
+    while above is not None:  # <html>'s class (a page type, like <body>'s)
+        cls = above.get("class")
+        if cls is not None:
+            values.insert(0, cls)
+        above = above.getparent()
+    return " ".join(values)
 
 
 @lru_cache(maxsize=16384)
