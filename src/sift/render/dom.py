@@ -413,6 +413,15 @@ def lang_of(root: Any) -> str | None:
     return lang[:35] or None
 
 
-def text_len(parts: Iterable[str | None]) -> int:
-    """Length of the visible words in ``parts`` (whitespace runs count as one)."""
-    return sum(len(" ".join(p.split())) for p in parts if p)
+def text_len(parts: Iterable[str | None], enough: int | None = None) -> int:
+    """Length of the visible words in ``parts`` (whitespace runs count as one); with
+    ``enough``, counting stops once it is reached (the result is then at least ``enough``)."""
+    if enough is None:
+        return sum(map(len, map(" ".join, map(str.split, filter(None, parts)))))
+    n = 0
+    for p in parts:
+        if p:
+            n += len(" ".join(p.split()))
+            if n >= enough:
+                break
+    return n
