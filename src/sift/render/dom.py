@@ -267,12 +267,13 @@ HIDDEN_WRAPPER_MIN_CHARS = 100
 BUTTON_MAX_CHARS = 200
 
 
+_TEXT_OF = etree.XPath("string()", smart_strings=False)
+
+
 def chars(el: Any) -> int:
-    """Non-whitespace characters of the text under ``el`` (C-level string counts)."""
-    n = 0
-    for t in el.itertext():
-        n += len(t) - t.count(" ") - t.count("\n") - t.count("\t") - t.count("\r")
-    return n
+    """Non-whitespace characters of the text under ``el`` (joined and counted in C)."""
+    t: str = _TEXT_OF(el)
+    return len(t) - t.count(" ") - t.count("\n") - t.count("\t") - t.count("\r")
 
 
 def clean(root: Any) -> Attrs:
