@@ -97,7 +97,7 @@ _CLASS_WORDS: dict[str, tuple[str, ...]] = {
     "cls_nav": ("nav", "menu", "breadcrumb", "footer", "header"),
     "cls_contact": ("contact", "address", "phone", "hours", "team", "about", "service"),
 }
-_LETTERS = re.compile(r"[a-z]+")
+_STEMS = tuple(tuple(stem.encode() for stem in stems) for stems in _CLASS_WORDS.values())
 _PLAIN = etree.XPath("string()", smart_strings=False)
 _CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
 _CURRENCY = re.compile(r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b")
@@ -142,7 +142,7 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
     # Class words: the letter runs of the class attributes that start with a group's stems
     # (runs counted in C; each distinct run judged once per process).
     words = [0] * len(_CLASS_WORDS)
-    for run, n in Counter(_LETTERS.findall(_class_text(body, t).lower())).items():
+    for run, n in Counter(_letter_runs(_class_text(body, t))).items():
         for k in _run_groups(run):
             words[k] += n
     total = t.total[0] or 1
@@ -167,6 +167,16 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
     return row
 
 
+# [a-z] runs found in C: every byte but a-z becomes a space (non-ASCII bytes included, as
+# the regex [a-z]+ never matches them), then bytes.split.
+_RUN_BYTES = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
+
+
+def _letter_runs(text: str) -> list[bytes]:
+    """The [a-z]+ runs of ``text`` lower-cased, as bytes."""
+    return text.lower().encode("utf-8", "surrogatepass").translate(_RUN_BYTES).split()
+
+
 def _class_text(body: Any, t: Any) -> str:
     """The class values of the page (the tree's, read once by ``PageTree``, and the root's
     above ``body``), joined by spaces."""
@@ -181,9 +191,9 @@ def _class_text(body: Any, t: Any) -> str:
 
 
 @lru_cache(maxsize=16384)
-def _run_groups(run: str) -> tuple[int, ...]:
+def _run_groups(run: bytes) -> tuple[int, ...]:
     """The ``_CLASS_WORDS`` groups (by position) with a stem that starts ``run``."""
-    return tuple(k for k, stems in enumerate(_CLASS_WORDS.values()) if run.startswith(stems))
+    return tuple(k for k, stems in enumerate(_STEMS) if run.startswith(stems))
 
 
 def _currency(body: Any) -> int:

@@ -218,14 +218,19 @@ def _value_chrome_word(value: str) -> str:
     return ""
 
 
-def chrome_word(el: Any) -> str:
-    """The first chrome word of the element's class (else id), or ``""``: the name a page
-    gives its repeated blocks (``promo``, ``widget``) when it gives it to many."""
-    cls = el.get("class")
+def chrome_word(items: list[tuple[str, str]]) -> str:
+    """The first chrome word of an element's class (else id), from its attribute list
+    (``el.items()``), or ``""``: the name a page gives its repeated blocks (``promo``,
+    ``widget``) when it gives it to many."""
+    cls = ident = None
+    for name, value in items:
+        if name == "class":
+            cls = value
+        elif name == "id":
+            ident = value
     word = _value_chrome_word(cls) if cls else ""
-    if not word:
-        ident = el.get("id")
-        word = _value_chrome_word(ident) if ident else ""
+    if not word and ident:
+        word = _value_chrome_word(ident)
     return word
 
 
