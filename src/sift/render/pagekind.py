@@ -100,7 +100,10 @@ _CLASS_WORDS: dict[str, tuple[str, ...]] = {
 _STEMS = tuple(tuple(stem.encode() for stem in stems) for stems in _CLASS_WORDS.values())
 _PLAIN = etree.XPath("string()", smart_strings=False)
 _CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
-_CURRENCY = re.compile(r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b")
+# A currency sign before a number, or a number before a sign or code. Written to start with
+# one character class (the branch chosen by a lookbehind), so the regex engine skips to
+# candidates in C; the matches are those of r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b".
+_CURRENCY = re.compile(r"[$€£¥\d](?:(?<=[$€£¥])\s?\d|(?<=\d)\s?(?:€|USD|EUR|GBP)\b)")
 
 PAGE_FEATURES: tuple[str, ...] = (
     *_DECLARED,
