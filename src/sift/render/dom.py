@@ -110,6 +110,7 @@ _FOREIGN_BREAKOUT = frozenset(
 _INTEGRATION_POINTS = frozenset(
     {"foreignobject", "desc", "title", "annotation-xml", "mi", "mo", "mn", "ms", "mtext"}
 )
+_BREAKOUT_TAGS = tuple(sorted(_FOREIGN_BREAKOUT))
 
 
 def parse_html(body_utf8: bytes) -> Any:
@@ -122,8 +123,11 @@ def parse_html(body_utf8: bytes) -> Any:
     except (etree.ParserError, etree.XMLSyntaxError, ValueError):
         return None
     if root is not None:
-        _repair_foreign(root)
-        _repair_image(root)
+        # One walk in C finds both kinds of element to repair (each walk costs a page).
+        found = list(root.iter("svg", "math", "image"))
+        if found:
+            _repair_foreign([el for el in found if el.tag != "image"])
+            _repair_image([el for el in found if el.tag == "image"])
     return root
 
 
@@ -142,17 +146,13 @@ def _breakout(foreign: Any) -> Any:
     return None
 
 
-_SWALLOWED = etree.XPath(
-    "//svg//*[" + " or ".join(f"self::{t}" for t in sorted(_FOREIGN_BREAKOUT)) + "][1]"
-    "|//math//*[" + " or ".join(f"self::{t}" for t in sorted(_FOREIGN_BREAKOUT)) + "][1]"
-)
-
-
-def _repair_foreign(root: Any) -> None:
-    """Move HTML swallowed by an unclosed ``<svg>``/``<math>`` out after it, in order."""
-    if not _SWALLOWED(root):
-        return  # the common case, decided in C: no HTML element inside any svg/math
-    for foreign in list(root.iter("svg", "math")):
+def _repair_foreign(found: list[Any]) -> None:
+    """Move HTML swallowed by an unclosed ``<svg>``/``<math>`` (``found``, every one of the
+    page in document order) out after it, in order."""
+    # The common case, decided in C: no HTML element inside any svg/math (lxml looks for
+    # the breakout tags inside each one, without a Python step per node).
+    swallowing = [f for f in found if next(f.iter(*_BREAKOUT_TAGS), None) is not None]
+    for foreign in swallowing:
         first = _breakout(foreign)
         if first is None:
             continue
@@ -170,9 +170,10 @@ def _repair_foreign(root: Any) -> None:
             anchor.tail = (anchor.tail or "") + tail
 
 
-def _repair_image(root: Any) -> None:
-    """``<image>`` outside SVG is ``<img>`` to a browser: a void element, not a container."""
-    for el in list(root.iter("image")):
+def _repair_image(found: list[Any]) -> None:
+    """``<image>`` outside SVG is ``<img>`` to a browser: a void element, not a container
+    (``found``: every ``<image>`` of the page)."""
+    for el in found:
         if any(a.tag == "svg" for a in el.iterancestors()):
             continue
         el.tag = "img"
@@ -208,7 +209,12 @@ def remove(el: Any) -> None:
 
 
 _STRIP_TAGS = tuple(sorted(DROP_TAGS - {"button"}))
-_MAY_HIDE = etree.XPath("descendant-or-self::*[@hidden or @aria-hidden or @style or @class]")
+_STRIP_NODES = (etree.Comment, etree.ProcessingInstruction, etree.Entity, *_STRIP_TAGS)
+# Elements never judged hidden: removed anyway, or (noscript) judged on their own.
+_NOT_HIDDEN = DROP_TAGS | {"noscript"}
+# Every element's attributes (``el.items()``) for the elements that have any, in document
+# order, as ``clean`` read them (elements it removed included).
+Attrs = dict[Any, list[tuple[str, str]]]
 
 
 def is_hidden(el: Any) -> bool:
@@ -225,6 +231,20 @@ def is_hidden(el: Any) -> bool:
         return True
     cls = attrib.get("class")
     return bool(cls) and _hidden_class(cls)
+
+
+def _hides(items: list[tuple[str, str]]) -> bool:
+    """``is_hidden`` from an element's attribute list."""
+    for name, value in items:
+        if name == "class":
+            if _hidden_class(value):
+                return True
+        elif name == "style":
+            if _hidden_style(value):
+                return True
+        elif name == "hidden" or (name == "aria-hidden" and value == "true"):
+            return True
+    return False
 
 
 # Pages repeat their class and style values: each distinct value is judged once per process.
@@ -247,15 +267,16 @@ HIDDEN_WRAPPER_MIN_CHARS = 100
 BUTTON_MAX_CHARS = 200
 
 
+_TEXT_OF = etree.XPath("string()", smart_strings=False)
+
+
 def chars(el: Any) -> int:
-    """Non-whitespace characters of the text under ``el`` (C-level string counts)."""
-    n = 0
-    for t in el.itertext():
-        n += len(t) - t.count(" ") - t.count("\n") - t.count("\t") - t.count("\r")
-    return n
+    """Non-whitespace characters of the text under ``el`` (joined and counted in C)."""
+    t: str = _TEXT_OF(el)
+    return len(t) - t.count(" ") - t.count("\n") - t.count("\t") - t.count("\r")
 
 
-def clean(root: Any) -> None:
+def clean(root: Any) -> Attrs:
     """Drop never-visible subtrees (scripts, styles, templates, hidden elements, controls).
 
     Two kinds of "invisible" markup are kept because they hold the page: a hidden wrapper
@@ -263,28 +284,36 @@ def clean(root: Any) -> None:
     which a script reveals once the page loads, and ``<noscript>`` markup when it holds more
     text than everything else (forum and app pages that serve their content only there).
     A ``<button>`` holding a lot of text has swallowed the page (an unclosed tag), so it stays.
+
+    Returns the attributes it read (``Attrs``), for the chrome marks and page features.
     """
-    doomed: list[Any] = []
-    hidden: list[Any] = []
-    noscripts: list[Any] = []
     # Whole never-visible subtrees go first, in C (tails kept): the walk below then never
-    # visits the thousands of elements inside icons and embedded documents.
+    # visits the thousands of elements inside icons and embedded documents. Comments, PIs
+    # and entities left by the parser go with them.
     # (A button is judged by all the text it held, as before the strip.)
     big_buttons = {el for el in root.iter("button") if chars(el) > BUTTON_MAX_CHARS}
-    etree.strip_elements(root, *_STRIP_TAGS, with_tail=False)
-    # Comments, PIs and entities left by the parser, and the remaining control tags, then
-    # the elements an attribute may hide: lxml picks each kind in C, in document order.
-    doomed.extend(root.iter(etree.Comment, etree.ProcessingInstruction, etree.Entity))
-    doomed.extend(el for el in root.iter(*DROP_TAGS) if el not in big_buttons)
-    noscripts.extend(root.iter("noscript"))
-    for el in _MAY_HIDE(root):
-        if el.tag != "noscript" and el.tag not in DROP_TAGS and is_hidden(el):
-            hidden.append(el)
+    etree.strip_elements(root, *_STRIP_NODES, with_tail=False)
+    # The remaining control tags and <noscript>: lxml picks both in one walk, in C.
+    doomed: list[Any] = []
+    noscripts: list[Any] = []
+    for el in root.iter("button", "noscript"):
+        if el.tag == "noscript":
+            noscripts.append(el)
+        elif el not in big_buttons:
+            doomed.append(el)
+    # One walk reads every element's attributes once (each lxml read costs about a Python
+    # call): the hidden elements come from it, and chrome marks and page features reuse it.
+    attrs: Attrs = {}
+    for el in root.iter():
+        items = el.items()
+        if items:
+            attrs[el] = items
+    hidden = [el for el, items in attrs.items() if _hides(items) and el.tag not in _NOT_HIDDEN]
     for el in doomed:
         # A doomed element inside an already removed one is simply detached with it.
         remove(el)
     if not hidden and not noscripts:
-        return
+        return attrs
     total = -1  # the page's text, counted only when a hidden element holds a lot
     dropped: set[Any] = set()
     removed = 0
@@ -310,6 +339,7 @@ def clean(root: Any) -> None:
                 el.tag = "div"  # a fallback that holds the page: ordinary markup
             else:
                 remove(el)
+    return attrs
 
 
 def base_href(root: Any) -> str | None:
@@ -384,6 +414,15 @@ def lang_of(root: Any) -> str | None:
     return lang[:35] or None
 
 
-def text_len(parts: Iterable[str | None]) -> int:
-    """Length of the visible words in ``parts`` (whitespace runs count as one)."""
-    return sum(len(" ".join(p.split())) for p in parts if p)
+def text_len(parts: Iterable[str | None], enough: int | None = None) -> int:
+    """Length of the visible words in ``parts`` (whitespace runs count as one); with
+    ``enough``, counting stops once it is reached (the result is then at least ``enough``)."""
+    if enough is None:
+        return sum(map(len, map(" ".join, map(str.split, filter(None, parts)))))
+    n = 0
+    for p in parts:
+        if p:
+            n += len(" ".join(p.split()))
+            if n >= enough:
+                break
+    return n

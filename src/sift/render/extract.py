@@ -117,6 +117,7 @@ def select(
     weights: Weights | None = None,
     discussion: bool = False,
     host: str = "",
+    attrs: dict[Any, list[tuple[str, str]]] | None = None,
 ) -> Selection:
     """Find the article container under ``body`` (a cleaned tree).
 
@@ -124,9 +125,10 @@ def select(
     comments content. (Inferring it from comments holding most of the text was tried and
     dropped: it turns long comment sections under short articles into content.)
     ``host`` (the page's) tells lists of links to other sites (references) from site lists.
+    ``attrs``: the attributes ``dom.clean`` read (read again here without them).
     """
     weights = weights or DEFAULT_WEIGHTS
-    t = PageTree.of(body)
+    t = PageTree.of(body, attrs)
     n = len(t.els)
     boiler = _chrome(t, weights, discussion)
     tops, runs = _teasers(t, weights, boiler)
@@ -182,22 +184,18 @@ def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
     total, link = t.total, t.link
     # The guard measures plain (non-link) text: many articles have no <p> at all.
     guard = weights.guard_share * (total[0] - link[0])
-    kinds = boiler_kinds(t.els[0], t.els, t.index)
+    kinds = boiler_kinds(t.tags, t.items)
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content
-    schemes = (
-        _naming_schemes(t.els, kinds, t.parent, total, link, weights)
-        if weights.scheme_share
-        else ()
-    )
+    schemes = _naming_schemes(t, kinds, weights) if weights.scheme_share else {}
     for i in range(n):
         kind = kinds[i]
         if kind == COMMENT:
             kind = NOT_BOILER if discussion else STRONG
         if kind == WEAK and (total[i] - link[i] > guard or t.para[i] >= weak_keep):
             continue  # a weak word on the element that holds the text: a false alarm
-        if kind == WEAK and schemes and chrome_word(t.els[i]) in schemes:
+        if kind == WEAK and i in schemes:
             continue  # the page's name for its repeated content blocks
         if kind != NOT_BOILER and headings and t.in_heading[i] and t.els[i].tag != "header":
             continue  # section headings are content whatever their class
@@ -320,34 +318,31 @@ def linky_block(el: Any, total: int, link: int, host: str) -> bool:
     return _linky(el, total, link, DEFAULT_WEIGHTS, host)
 
 
-def _naming_schemes(
-    els: list[Any],
-    kinds: list[int],
-    parent: list[int],
-    total: list[int],
-    link: list[int],
-    weights: Weights,
-) -> set[str]:
+def _naming_schemes(t: PageTree, kinds: list[int], weights: Weights) -> dict[int, str]:
     """Weak chrome words that the page puts on three or more blocks holding together more
     than ``scheme_share`` of its text (``elementor-widget``, ``promo`` cards of a landing
-    page): there the word names the page's building blocks, not its chrome."""
-    n = len(els)
-    word_of = [chrome_word(els[i]) if kinds[i] == WEAK else "" for i in range(n)]
+    page): there the word names the page's building blocks, not its chrome. Returns the
+    elements that carry such a word (index -> word)."""
+    total, link, parent = t.total, t.link, t.parent
+    word_of = {}
+    for i, kind in enumerate(kinds):
+        if kind == WEAK:
+            word = chrome_word(t.items[i])
+            if word:
+                word_of[i] = word
     count: dict[str, int] = {}
     chars: dict[str, int] = {}
-    # Outermost per word: an element inside another with the same word is not counted again.
-    seen: list[frozenset[str]] = [frozenset()] * n
-    for i in range(n):
-        p = parent[i]
-        above = seen[p] if p >= 0 else frozenset()
-        word = word_of[i]
-        if word and word not in above:
+    for i, word in word_of.items():
+        # Outermost per word: an element inside another with the same word is not counted.
+        j = parent[i]
+        while j >= 0 and word_of.get(j) != word:
+            j = parent[j]
+        if j < 0:
             count[word] = count.get(word, 0) + 1
             chars[word] = chars.get(word, 0) + total[i] - link[i]
-            above = above | {word}
-        seen[i] = above
     least = weights.scheme_share * (total[0] - link[0])
-    return {w for w, c in chars.items() if c > least and count[w] >= 3}
+    schemes = {w for w, c in chars.items() if c > least and count[w] >= 3}
+    return {i: w for i, w in word_of.items() if w in schemes}
 
 
 def _gather_sections(

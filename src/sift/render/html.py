@@ -14,6 +14,7 @@ there, with the ``render_budget_exceeded`` warning.
 from __future__ import annotations
 
 import copy
+import gc
 import re
 import sys
 from dataclasses import dataclass
@@ -64,6 +65,7 @@ class Page:
     js_shell: str | None  # why the visible text needs JavaScript (jsshell.REASONS), or None
     info: pagetype.PageInfo
     metadata: dict[str, Any]
+    attrs: dom.Attrs  # every element's attributes as ``dom.clean`` read them
 
 
 def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) -> Page | None:
@@ -83,14 +85,14 @@ def prepare(body_utf8: bytes, *, url: str, excludes: list[Any] | None = None) ->
     shell = jsshell.Reader(root)
     info = pagetype.page_info(root)
     meta = metadata.read(root, info, base_url=base_url, lang=lang)
-    dom.clean(root)
+    attrs = dom.clean(root)
     body = root.find("body")
     body = root if body is None else body
     js_shell = jsshell.verdict(shell.signals(body))  # the page as served, before `exclude`
     for sel in excludes or ():
         for el in sel(root):
             dom.remove(el)
-    return Page(root, body, title, lang, base_url, js_shell, info, meta)
+    return Page(root, body, title, lang, base_url, js_shell, info, meta, attrs)
 
 
 def render_html(
@@ -99,7 +101,22 @@ def render_html(
     """Render an HTML document (UTF-8 bytes) per ``options`` (format is not ``raw``).
 
     ``model``: the block classifier's ``Model`` (default: the shipped one; None: the rules
-    alone)."""
+    alone).
+
+    Python's cycle collector is paused meanwhile: a render allocates tens of thousands of
+    short-lived objects (element proxies, attribute lists, feature rows) that hold no
+    cycles, and each collection it triggers walks all of them (measured: a few percent of
+    the render). Whatever cycles a render leaves are collected after it."""
+    if not gc.isenabled():
+        return _render_html(body_utf8, url=url, options=options, model=model)
+    gc.disable()
+    try:
+        return _render_html(body_utf8, url=url, options=options, model=model)
+    finally:
+        gc.enable()
+
+
+def _render_html(body_utf8: bytes, *, url: str, options: RenderOptions, model: Any) -> Rendered:
     # Compile selectors first: a bad selector is the caller's error whatever the body.
     excludes = [compile_selector(s) for s in options.exclude]
     chooser = compile_selector(options.selector) if options.selector else None
@@ -110,19 +127,7 @@ def render_html(
     links: list[dict[str, str]] | None = [] if options.links else None
     budget = _Budget(options.max_bytes)
     if chooser is not None:
-        content = _render_selected(page, chooser, options, links, budget, warnings)
-        if page.js_shell is not None:
-            warnings.append("js_required_suspected")
-        return Rendered(
-            page.title,
-            page.lang,
-            content,
-            links or [],
-            warnings,
-            "sift-selector",
-            metadata=page.metadata,
-            js_shell=page.js_shell,
-        )
+        return _selected(page, chooser, options, links, budget, warnings)
     body, base_url = page.body, page.base_url
     container: Any = body
     skip = None
@@ -133,7 +138,12 @@ def render_html(
         if model is DEFAULT_MODEL:
             model = load_model()
         chosen, kind = choose(
-            body, title=page.title, info=page.info, base_url=base_url, model=model
+            body,
+            title=page.title,
+            info=page.info,
+            base_url=base_url,
+            model=model,
+            attrs=page.attrs,
         )
         container, skip, extractor = chosen.container, chosen.skip, "sift"
         page_chars, best_score = chosen.text_chars, chosen.score
@@ -168,6 +178,30 @@ def render_html(
         extractor,
         kind,
         page.metadata,
+        js_shell=page.js_shell,
+    )
+
+
+def _selected(
+    page: Page,
+    chooser: Any,
+    options: RenderOptions,
+    links: list[dict[str, str]] | None,
+    budget: _Budget,
+    warnings: list[str],
+) -> Rendered:
+    """The result of a render with the caller's selector."""
+    content = _render_selected(page, chooser, options, links, budget, warnings)
+    if page.js_shell is not None:
+        warnings.append("js_required_suspected")
+    return Rendered(
+        page.title,
+        page.lang,
+        content,
+        links or [],
+        warnings,
+        "sift-selector",
+        metadata=page.metadata,
         js_shell=page.js_shell,
     )
 

@@ -86,8 +86,15 @@ class Reader:
 
     def __init__(self, root: Any) -> None:
         external = module = code = 0
-        writes = data = False
-        for el in root.iter("script"):
+        data = False
+        # Inline code is searched (for markup writes and state blobs) only where the verdict
+        # needs it, a page with little visible text: scripts are often hundreds of KB.
+        self._code: list[str] = []
+        for el in root.iter("script", "link"):
+            if el.tag == "link":
+                if (el.get("rel") or "").strip().lower() == "modulepreload":
+                    module += 1
+                continue
             kind = (el.get("type") or "").strip().lower()
             text = el.text or ""
             if kind == "module":
@@ -95,15 +102,11 @@ class Reader:
             if kind in _JS_TYPES:
                 if el.get("src"):
                     external += 1
-                elif text.strip():
+                elif text and not text.isspace():
                     code += len(text)
-                    writes = writes or bool(_WRITES.search(text))
-                    data = data or bool(_STATE.search(text))
-            elif text.strip() and kind not in _NOT_DATA_TYPES and "json" in kind:
+                    self._code.append(text)
+            elif text and not text.isspace() and kind not in _NOT_DATA_TYPES and "json" in kind:
                 data = True
-        for el in root.iter("link"):
-            if (el.get("rel") or "").strip().lower() == "modulepreload":
-                module += 1
         self._noscripts: list[Any] = []
         mounts = 0
         body = root.find("body")
@@ -119,7 +122,6 @@ class Reader:
             external_scripts=external,
             module_scripts=module,
             inline_code_chars=code,
-            writes_markup=writes,
             hydration_data=data,
             empty_mounts=mounts,
             noscript_chars=sum(text_len(el.itertext()) for el in self._noscripts),
@@ -129,12 +131,28 @@ class Reader:
         """The signals, with the visible text of the cleaned ``body``. ``dom.clean`` keeps a
         ``<noscript>`` (as a ``div``) when it holds more text than the rest of the page: then
         it is the page's text and counts, unless it is only a short plea to enable
-        JavaScript (at most ``NOSCRIPT_PLEA_CHARS``)."""
-        visible = text_len(body.itertext())
+        JavaScript (at most ``NOSCRIPT_PLEA_CHARS``).
+
+        What only a page with little text needs is read only there: ``visible_chars`` is
+        counted up to ``LITTLE_TEXT_CHARS`` (past it, no reason holds), and inline code is
+        searched for markup writes and state blobs only below it."""
+        kept: list[Any] = []
         if self._base.noscript_chars <= NOSCRIPT_PLEA_CHARS:
             kept = [el for el in self._noscripts if el.tag == "div" and el.getparent() is not None]
-            visible -= sum(text_len(el.itertext()) for el in kept)
-        return dataclasses.replace(self._base, visible_chars=max(visible, 0))
+        if kept:
+            visible = text_len(body.itertext()) - sum(text_len(el.itertext()) for el in kept)
+        else:
+            visible = text_len(body.itertext(), LITTLE_TEXT_CHARS)
+        visible = max(visible, 0)
+        if visible >= LITTLE_TEXT_CHARS:
+            return dataclasses.replace(self._base, visible_chars=visible)
+        code = self._code
+        return dataclasses.replace(
+            self._base,
+            visible_chars=visible,
+            writes_markup=any(_WRITES.search(text) for text in code),
+            hydration_data=self._base.hydration_data or any(_STATE.search(t) for t in code),
+        )
 
 
 def verdict(s: Signals) -> str | None:

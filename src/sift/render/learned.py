@@ -58,11 +58,17 @@ def load_model() -> Model | None:
 
 
 def choose(
-    body: Any, *, title: str | None, info: PageInfo, base_url: str, model: Model | None
+    body: Any,
+    *,
+    title: str | None,
+    info: PageInfo,
+    base_url: str,
+    model: Model | None,
+    attrs: dict[Any, list[tuple[str, str]]] | None = None,
 ) -> tuple[Selection, str]:
     """The content of a cleaned page (the rules' selection, refined by ``model``) and the
-    page's type (``other`` without a model)."""
-    sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url))
+    page's type (``other`` without a model). ``attrs``: what ``dom.clean`` read."""
+    sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url), attrs=attrs)
     if model is None:
         return sel, "other"
     row = page_features(body, info, sel)

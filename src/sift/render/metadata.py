@@ -111,11 +111,27 @@ _MICRODATA = {
 _DEEP_FIELDS = frozenset({"author", "published", "modified", "description", "image"})
 _URL_FIELDS = frozenset({"canonical_url", "image"})
 _DATE_FIELDS = frozenset({"published", "modified"})
+# Found through the attribute axis (libxml2 tests each attribute once rather than every
+# element's), in document order; at most so many per parent element (a bound for pages that
+# repeat them thousands of times).
 _BYLINE = etree.XPath(
-    "//*[@rel='author' or contains(@class,'byline') or contains(@class,'author-name')"
-    " or contains(@class,'author')][position() <= 50]"
+    "//@class[contains(., 'author') or contains(., 'byline')]/..|//@rel[.='author']/.."
 )
-_ITEMPROPS = etree.XPath("//*[@itemprop][position() <= 200]")
+_BYLINES_PER_PARENT = 50
+_ITEMPROPS = etree.XPath("//@itemprop/..")
+_ITEMPROPS_PER_PARENT = 200
+
+
+def _capped(els: list[Any], per_parent: int) -> list[Any]:
+    """``els`` (document order) with at most ``per_parent`` children of one parent."""
+    count: dict[Any, int] = {}
+    out = []
+    for el in els:
+        parent = el.getparent()
+        n = count[parent] = count.get(parent, 0) + 1
+        if n <= per_parent:
+            out.append(el)
+    return out
 
 
 def plain(value: str, limit: int = MAX_CHARS) -> str:
@@ -237,7 +253,7 @@ def _from_meta(root: Any) -> Metadata:
 
 def _from_microdata(root: Any) -> Metadata:
     found: Metadata = {}
-    for el in _ITEMPROPS(root):
+    for el in _capped(_ITEMPROPS(root), _ITEMPROPS_PER_PARENT):
         field = _MICRODATA.get(el.get("itemprop") or "")
         if not field or field in found:
             continue
@@ -256,7 +272,7 @@ def _from_page(root: Any) -> Metadata:
         if stamp and iso_date(stamp):
             found["published"] = stamp
             break
-    for el in _BYLINE(root):
+    for el in _capped(_BYLINE(root), _BYLINES_PER_PARENT):
         text = plain(" ".join(el.itertext()), 120)
         text = re.sub(r"^(?:by|von|par|por|door|di)\s+", "", text, flags=re.IGNORECASE)
         if 2 < len(text) <= 80 and len(text.split()) <= 8:

@@ -97,11 +97,13 @@ _CLASS_WORDS: dict[str, tuple[str, ...]] = {
     "cls_nav": ("nav", "menu", "breadcrumb", "footer", "header"),
     "cls_contact": ("contact", "address", "phone", "hours", "team", "about", "service"),
 }
-_LETTERS = re.compile(r"[a-z]+")
-_CLASSES = etree.XPath("//@class", smart_strings=False)
+_STEMS = tuple(tuple(stem.encode() for stem in stems) for stems in _CLASS_WORDS.values())
 _PLAIN = etree.XPath("string()", smart_strings=False)
 _CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
-_CURRENCY = re.compile(r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b")
+# A currency sign before a number, or a number before a sign or code. Written to start with
+# one character class (the branch chosen by a lookbehind), so the regex engine skips to
+# candidates in C; the matches are those of r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b".
+_CURRENCY = re.compile(r"[$€£¥\d](?:(?<=[$€£¥])\s?\d|(?<=\d)\s?(?:€|USD|EUR|GBP)\b)")
 
 PAGE_FEATURES: tuple[str, ...] = (
     *_DECLARED,
@@ -132,19 +134,18 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
     """One row of ``PAGE_FEATURES`` for a cleaned page and the rules' selection of it."""
     t = sel.tree
     assert t is not None
-    counts = dict.fromkeys(_COUNTED, 0)
+    # Tags counted over the tree's own list (read once by ``PageTree``), in C.
+    tally = Counter(t.tags)
+    counts = {tag: tally[tag] for tag in _COUNTED}
     text_in = {"li": 0, "td": 0, "pre": 0}
-    index, own = t.index, t.own
-    # lxml picks the counted tags in C; only those elements are visited here.
-    for el in body.iter(*_COUNTED):
-        tag = el.tag
-        counts[tag] += 1
+    own = t.own
+    for i, tag in enumerate(t.tags):
         if tag in text_in:
-            text_in[tag] += own[index[el]]
+            text_in[tag] += own[i]
     # Class words: the letter runs of the class attributes that start with a group's stems
     # (runs counted in C; each distinct run judged once per process).
     words = [0] * len(_CLASS_WORDS)
-    for run, n in Counter(_LETTERS.findall(" ".join(_CLASSES(body)).lower())).items():
+    for run, n in Counter(_letter_runs(_class_text(body, t))).items():
         for k in _run_groups(run):
             words[k] += n
     total = t.total[0] or 1
@@ -169,10 +170,33 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
     return row
 
 
+# [a-z] runs found in C: every byte but a-z becomes a space (non-ASCII bytes included, as
+# the regex [a-z]+ never matches them), then bytes.split.
+_RUN_BYTES = bytes(c if 97 <= c <= 122 else 32 for c in range(256))
+
+
+def _letter_runs(text: str) -> list[bytes]:
+    """The [a-z]+ runs of ``text`` lower-cased, as bytes."""
+    return text.lower().encode("utf-8", "surrogatepass").translate(_RUN_BYTES).split()
+
+
+def _class_text(body: Any, t: Any) -> str:
+    """The class values of the page (the tree's, read once by ``PageTree``, and the root's
+    above ``body``), joined by spaces."""
+    values = [v for items in t.items if items for name, v in items if name == "class"]
+    above = body.getparent()
+    while above is not None:  # <html>'s class (a page type, like <body>'s)
+        cls = above.get("class")
+        if cls is not None:
+            values.insert(0, cls)
+        above = above.getparent()
+    return " ".join(values)
+
+
 @lru_cache(maxsize=16384)
-def _run_groups(run: str) -> tuple[int, ...]:
+def _run_groups(run: bytes) -> tuple[int, ...]:
     """The ``_CLASS_WORDS`` groups (by position) with a stem that starts ``run``."""
-    return tuple(k for k, stems in enumerate(_CLASS_WORDS.values()) if run.startswith(stems))
+    return tuple(k for k, stems in enumerate(_STEMS) if run.startswith(stems))
 
 
 def _currency(body: Any) -> int:

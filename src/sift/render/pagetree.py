@@ -30,6 +30,8 @@ class PageTree:
     """Per-element arrays of one cleaned tree, indexed in document order (root 0)."""
 
     els: list[Any]
+    tags: list[Any]  # els[i].tag, read once
+    items: list[list[tuple[str, str]]]  # els[i].items(), read once ([] without attributes)
     index: dict[Any, int]
     parent: list[int]
     own: list[int]  # own visible characters: text plus children's tails
@@ -41,10 +43,18 @@ class PageTree:
     in_heading: list[bool]
 
     @classmethod
-    def of(cls, body: Any) -> PageTree:
+    def of(cls, body: Any, attrs: dict[Any, list[tuple[str, str]]] | None = None) -> PageTree:
+        """The arrays of ``body``'s subtree; ``attrs``: the attributes ``dom.clean`` read
+        (every element's that has any), else they are read here."""
         els = list(body.iter())
         n = len(els)
         index = {el: i for i, el in enumerate(els)}
+        tags = [el.tag for el in els]
+        if attrs is None:
+            items = [el.items() for el in els]
+        else:
+            none: list[tuple[str, str]] = []
+            items = [attrs.get(el, none) for el in els]
         parent = [-1] * n
         for i in range(1, n):
             p = els[i].getparent()
@@ -55,7 +65,7 @@ class PageTree:
         in_heading = [False] * n
         own = [0] * n
         for i, el in enumerate(els):
-            tag = el.tag
+            tag = tags[i]
             p = parent[i]
             if p >= 0:
                 in_para[i] = in_para[p] or tag in PARA_TAGS
@@ -95,7 +105,9 @@ class PageTree:
                 total[p] += total[i]
                 para[p] += para[i]
                 link[p] += link[i]
-        return cls(els, index, parent, own, total, para, link, in_para, in_link, in_heading)
+        return cls(
+            els, tags, items, index, parent, own, total, para, link, in_para, in_link, in_heading
+        )
 
 
 def common_ancestor(nodes: list[int], parent: list[int]) -> int:

@@ -13,8 +13,6 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from lxml import etree
-
 # Tags that hold chrome in every layout we know of.
 BOILER_TAGS = frozenset({"nav", "footer", "aside", "header", "menu"})
 
@@ -170,18 +168,31 @@ def words_of(value: str) -> tuple[str, ...]:
     return tuple(w for w in _SPLIT.split(_HUMPS.sub(" ", value).lower()) if w)
 
 
-@lru_cache(maxsize=8192)
+# The first three letters of every prefix: most words are told apart by one set lookup
+# before a scan of the prefix tuples (pages bring new class values all the time, so this
+# cold path is what a page pays).
+_STRONG_HEADS = frozenset(p[:3] for p in _STRONG_PREFIXES)
+_BOILER_HEADS = frozenset(p[:3] for p in _BOILER_PREFIXES)
+
+
+@lru_cache(maxsize=16384)
 def _value_boiler_kind(value: str) -> int:
+    low = value.lower()
+    if low != value:  # camelCase humps are word breaks (words_of)
+        low = _HUMPS.sub(" ", value).lower()
     kind = NOT_BOILER
     content = False
-    for word in words_of(value):
-        if word in _NOT_BOILER:
+    for word in _SPLIT.split(low):
+        if not word or word in _NOT_BOILER:
             continue
         if word in _CONTENT_WORDS:
             content = True
-        elif word.startswith(_STRONG_PREFIXES):
+        elif word[:3] in _STRONG_HEADS and word.startswith(_STRONG_PREFIXES):
             kind = COMMENT
-        elif kind == NOT_BOILER and (word in _BOILER_WORDS or word.startswith(_BOILER_PREFIXES)):
+        elif kind == NOT_BOILER and (
+            word in _BOILER_WORDS
+            or (word[:3] in _BOILER_HEADS and word.startswith(_BOILER_PREFIXES))
+        ):
             kind = WEAK
     # "content-with-sidebar", "comment-body": a content word makes any chrome word doubtful.
     return min(kind, WEAK) if content else kind
@@ -207,14 +218,19 @@ def _value_chrome_word(value: str) -> str:
     return ""
 
 
-def chrome_word(el: Any) -> str:
-    """The first chrome word of the element's class (else id), or ``""``: the name a page
-    gives its repeated blocks (``promo``, ``widget``) when it gives it to many."""
-    cls = el.get("class")
+def chrome_word(items: list[tuple[str, str]]) -> str:
+    """The first chrome word of an element's class (else id), from its attribute list
+    (``el.items()``), or ``""``: the name a page gives its repeated blocks (``promo``,
+    ``widget``) when it gives it to many."""
+    cls = ident = None
+    for name, value in items:
+        if name == "class":
+            cls = value
+        elif name == "id":
+            ident = value
     word = _value_chrome_word(cls) if cls else ""
-    if not word:
-        ident = el.get("id")
-        word = _value_chrome_word(ident) if ident else ""
+    if not word and ident:
+        word = _value_chrome_word(ident)
     return word
 
 
@@ -233,36 +249,55 @@ def boiler_kind(el: Any) -> int:
     attrib = el.attrib
     if not attrib:
         return NOT_BOILER
-    role = attrib.get("role")
+    return _attrs_kind(attrib.get("role"), attrib.get("class"), attrib.get("id"))
+
+
+def boiler_kinds(tags: list[Any], items: list[list[tuple[str, str]]]) -> list[int]:
+    """``boiler_kind`` of every element, from its tag and attribute list (``PageTree``'s
+    ``tags`` and ``items``, read once per page). Each distinct (role, class, id) is judged
+    once per page."""
+    kinds = [NOT_BOILER] * len(tags)
+    seen: dict[tuple[str | None, str | None, str | None], int] = {}
+    for i, attrs in enumerate(items):
+        tag = tags[i]
+        if tag in _TAG_DECIDED:
+            if tag in BOILER_TAGS:
+                kinds[i] = WEAK if tag == "header" else STRONG
+            continue
+        if not attrs:
+            continue
+        role = cls = ident = None
+        for name, value in attrs:
+            if name == "class":
+                cls = value
+            elif name == "id":
+                ident = value
+            elif name == "role":
+                role = value
+        key = (role, cls, ident)
+        kind = seen.get(key)
+        if kind is None:
+            kind = seen[key] = _attrs_kind(role, cls, ident)
+        kinds[i] = kind
+    return kinds
+
+
+# boiler_kind decides these by their tag alone.
+_TAG_DECIDED = BOILER_TAGS | {"body", "html"}
+
+
+def _attrs_kind(role: str | None, cls: str | None, ident: str | None) -> int:
+    """``boiler_kind`` of an element whose tag says nothing, from its role, class and id."""
     if role and role.lower() in BOILER_ROLES:
         return STRONG
     kind = NOT_BOILER
-    cls = attrib.get("class")
     if cls:
         kind = _value_boiler_kind(cls)
         if kind >= STRONG:
             return kind
-    ident = attrib.get("id")
     if ident:
         kind = max(kind, _value_boiler_kind(ident))
     return kind
-
-
-_NAMED = etree.XPath("descendant-or-self::*[@class or @id or @role]")
-
-
-def boiler_kinds(root: Any, els: list[Any], index: dict[Any, int]) -> list[int]:
-    """``boiler_kind`` of every element of ``els`` (``root``'s subtree in document order,
-    ``index`` their positions). Only elements with a chrome tag, a class, id or role can
-    be chrome: lxml finds those in C, and the rest are never judged one by one."""
-    kinds = [NOT_BOILER] * len(els)
-    for el in root.iter(*BOILER_TAGS):
-        kinds[index[el]] = boiler_kind(el)
-    for el in _NAMED(root):
-        i = index.get(el)
-        if i is not None:
-            kinds[i] = boiler_kind(el)
-    return kinds
 
 
 def is_boiler(el: Any) -> bool:

@@ -141,13 +141,14 @@ def render(
         )
     if kind == "text" and looks_binary(body):
         raise UnsupportedContentType(f"the body is labelled {mtype or 'text'} but is binary")
-    text, _codec = decode(body, charset or header_charset(content_type))
+    text, codec = decode(body, charset or header_charset(content_type))
     if options.format == "raw":
         return _wrap(None, text, replace(options, format="text"), [], "raw")
     if kind == "html":
-        return render_html(
-            text.encode("utf-8", errors="replace"), url=url, options=options, model=model
-        )
+        # Valid UTF-8 (nothing replaced) is its own re-encoding: no copy of the page.
+        same = codec == "utf-8" and "\ufffd" not in text
+        utf8 = body if same else text.encode("utf-8", errors="replace")
+        return render_html(utf8, url=url, options=options, model=model)
     if kind == "json":
         content, warnings = nonhtml.render_json(text, options.max_bytes)
         return _wrap(None, content, options, warnings, "json")
