@@ -248,9 +248,17 @@ def _hides(items: list[tuple[str, str]]) -> bool:
 
 
 # Pages repeat their class and style values: each distinct value is judged once per process.
+# Every name in HIDDEN_CLASSES holds one of these: a value without any is decided by a few
+# substring searches in C (most class values are new to a page, so this path is common).
+_HIDDEN_PARTS = re.compile("hid|none|invisible|sr-only|screen-reader|offscreen")
+
+
 @lru_cache(maxsize=8192)
 def _hidden_class(value: str) -> bool:
-    return any(name.lower() in HIDDEN_CLASSES for name in value.split())
+    low = value.lower()
+    if _HIDDEN_PARTS.search(low) is None:
+        return False
+    return any(name in HIDDEN_CLASSES for name in low.split())
 
 
 @lru_cache(maxsize=4096)

@@ -41,7 +41,6 @@ from sift.render.patterns import (
     STRONG,
     WEAK,
     boiler_kinds,
-    chrome_word,
     is_content_hint,
 )
 
@@ -184,11 +183,11 @@ def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
     total, link = t.total, t.link
     # The guard measures plain (non-link) text: many articles have no <p> at all.
     guard = weights.guard_share * (total[0] - link[0])
-    kinds = boiler_kinds(t.tags, t.items)
+    kinds, words = boiler_kinds(t.tags, t.items)
     boiler = [False] * n
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content
-    schemes = _naming_schemes(t, kinds, weights) if weights.scheme_share else {}
+    schemes = _naming_schemes(t, kinds, words, weights) if weights.scheme_share else {}
     for i in range(n):
         kind = kinds[i]
         if kind == COMMENT:
@@ -318,18 +317,15 @@ def linky_block(el: Any, total: int, link: int, host: str) -> bool:
     return _linky(el, total, link, DEFAULT_WEIGHTS, host)
 
 
-def _naming_schemes(t: PageTree, kinds: list[int], weights: Weights) -> dict[int, str]:
+def _naming_schemes(
+    t: PageTree, kinds: list[int], words: dict[int, str], weights: Weights
+) -> dict[int, str]:
     """Weak chrome words that the page puts on three or more blocks holding together more
     than ``scheme_share`` of its text (``elementor-widget``, ``promo`` cards of a landing
     page): there the word names the page's building blocks, not its chrome. Returns the
     elements that carry such a word (index -> word)."""
     total, link, parent = t.total, t.link, t.parent
-    word_of = {}
-    for i, kind in enumerate(kinds):
-        if kind == WEAK:
-            word = chrome_word(t.items[i])
-            if word:
-                word_of[i] = word
+    word_of = {i: w for i, w in words.items() if kinds[i] == WEAK}
     count: dict[str, int] = {}
     chars: dict[str, int] = {}
     for i, word in word_of.items():

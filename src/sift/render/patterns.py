@@ -176,26 +176,39 @@ _BOILER_HEADS = frozenset(p[:3] for p in _BOILER_PREFIXES)
 
 
 @lru_cache(maxsize=16384)
-def _value_boiler_kind(value: str) -> int:
+def _value_verdict(value: str) -> tuple[int, str]:
+    """How surely a class/id value names chrome (``NOT_BOILER`` … ``COMMENT``), and its
+    first chrome word (``""``: none) — the name a page may give its repeated blocks."""
     low = value.lower()
     if low != value:  # camelCase humps are word breaks (words_of)
         low = _HUMPS.sub(" ", value).lower()
     kind = NOT_BOILER
     content = False
+    first = ""
     for word in _SPLIT.split(low):
         if not word or word in _NOT_BOILER:
             continue
         if word in _CONTENT_WORDS:
             content = True
-        elif word[:3] in _STRONG_HEADS and word.startswith(_STRONG_PREFIXES):
+            continue
+        if word[:3] in _STRONG_HEADS and word.startswith(_STRONG_PREFIXES):
             kind = COMMENT
-        elif kind == NOT_BOILER and (
-            word in _BOILER_WORDS
-            or (word[:3] in _BOILER_HEADS and word.startswith(_BOILER_PREFIXES))
-        ):
-            kind = WEAK
+        if (not first or kind == NOT_BOILER) and _is_boiler_word(word):
+            first = first or word
+            if kind == NOT_BOILER:
+                kind = WEAK
     # "content-with-sidebar", "comment-body": a content word makes any chrome word doubtful.
-    return min(kind, WEAK) if content else kind
+    return (min(kind, WEAK) if content else kind), first
+
+
+def _is_boiler_word(word: str) -> bool:
+    return word in _BOILER_WORDS or (
+        word[:3] in _BOILER_HEADS and word.startswith(_BOILER_PREFIXES)
+    )
+
+
+def _value_boiler_kind(value: str) -> int:
+    return _value_verdict(value)[0]
 
 
 @lru_cache(maxsize=8192)
@@ -206,32 +219,6 @@ def _value_is_content(value: str) -> bool:
 # COMMENT is STRONG on an article page; on a discussion page (a thread) the posts it marks
 # are the content.
 NOT_BOILER, WEAK, STRONG, COMMENT = 0, 1, 2, 3
-
-
-@lru_cache(maxsize=8192)
-def _value_chrome_word(value: str) -> str:
-    for word in words_of(value):
-        if word in _NOT_BOILER or word in _CONTENT_WORDS:
-            continue
-        if word in _BOILER_WORDS or word.startswith(_BOILER_PREFIXES):
-            return word
-    return ""
-
-
-def chrome_word(items: list[tuple[str, str]]) -> str:
-    """The first chrome word of an element's class (else id), from its attribute list
-    (``el.items()``), or ``""``: the name a page gives its repeated blocks (``promo``,
-    ``widget``) when it gives it to many."""
-    cls = ident = None
-    for name, value in items:
-        if name == "class":
-            cls = value
-        elif name == "id":
-            ident = value
-    word = _value_chrome_word(cls) if cls else ""
-    if not word and ident:
-        word = _value_chrome_word(ident)
-    return word
 
 
 def boiler_kind(el: Any) -> int:
@@ -252,19 +239,21 @@ def boiler_kind(el: Any) -> int:
     return _attrs_kind(attrib.get("role"), attrib.get("class"), attrib.get("id"))
 
 
-def boiler_kinds(tags: list[Any], items: list[list[tuple[str, str]]]) -> list[int]:
+def boiler_kinds(
+    tags: list[Any], items: list[list[tuple[str, str]]]
+) -> tuple[list[int], dict[int, str]]:
     """``boiler_kind`` of every element, from its tag and attribute list (``PageTree``'s
-    ``tags`` and ``items``, read once per page). Each distinct (role, class, id) is judged
-    once per page."""
+    ``tags`` and ``items``, read once per page), and the elements' chrome words (the first
+    chrome word of the class, else of the id: the name a page gives its repeated blocks
+    when it gives it to many). Each distinct (role, class, id) is judged once per page."""
     kinds = [NOT_BOILER] * len(tags)
-    seen: dict[tuple[str | None, str | None, str | None], int] = {}
+    words: dict[int, str] = {}
+    seen: dict[tuple[str | None, str | None, str | None], tuple[int, str]] = {}
     for i, attrs in enumerate(items):
         tag = tags[i]
-        if tag in _TAG_DECIDED:
+        if not attrs:
             if tag in BOILER_TAGS:
                 kinds[i] = WEAK if tag == "header" else STRONG
-            continue
-        if not attrs:
             continue
         role = cls = ident = None
         for name, value in attrs:
@@ -275,29 +264,41 @@ def boiler_kinds(tags: list[Any], items: list[list[tuple[str, str]]]) -> list[in
             elif name == "role":
                 role = value
         key = (role, cls, ident)
-        kind = seen.get(key)
-        if kind is None:
-            kind = seen[key] = _attrs_kind(role, cls, ident)
-        kinds[i] = kind
-    return kinds
+        verdict = seen.get(key)
+        if verdict is None:
+            verdict = seen[key] = _attrs_verdict(role, cls, ident)
+        if verdict[1]:
+            words[i] = verdict[1]
+        if tag in _TAG_DECIDED:
+            if tag in BOILER_TAGS:
+                kinds[i] = WEAK if tag == "header" else STRONG
+            continue
+        kinds[i] = verdict[0]
+    return kinds, words
 
 
 # boiler_kind decides these by their tag alone.
 _TAG_DECIDED = BOILER_TAGS | {"body", "html"}
 
 
+def _attrs_verdict(role: str | None, cls: str | None, ident: str | None) -> tuple[int, str]:
+    """``boiler_kind`` of an element whose tag says nothing, from its role, class and id,
+    and its chrome word."""
+    kind, word = _value_verdict(cls) if cls else (NOT_BOILER, "")
+    if not word and ident:
+        word = _value_verdict(ident)[1]
+    if role and role.lower() in BOILER_ROLES:
+        return STRONG, word
+    if kind >= STRONG:
+        return kind, word
+    if ident:
+        kind = max(kind, _value_verdict(ident)[0])
+    return kind, word
+
+
 def _attrs_kind(role: str | None, cls: str | None, ident: str | None) -> int:
     """``boiler_kind`` of an element whose tag says nothing, from its role, class and id."""
-    if role and role.lower() in BOILER_ROLES:
-        return STRONG
-    kind = NOT_BOILER
-    if cls:
-        kind = _value_boiler_kind(cls)
-        if kind >= STRONG:
-            return kind
-    if ident:
-        kind = max(kind, _value_boiler_kind(ident))
-    return kind
+    return _attrs_verdict(role, cls, ident)[0]
 
 
 def is_boiler(el: Any) -> bool:
