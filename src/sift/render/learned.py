@@ -65,13 +65,17 @@ def choose(
     base_url: str,
     model: Model | None,
     attrs: dict[Any, list[tuple[str, str]]] | None = None,
+    url: str = "",
+    meta: dict[str, Any] | None = None,
 ) -> tuple[Selection, str]:
     """The content of a cleaned page (the rules' selection, refined by ``model``) and the
-    page's type (``other`` without a model). ``attrs``: what ``dom.clean`` read."""
+    page's type (``other`` without a model). ``attrs``: what ``dom.clean`` read; ``url``
+    and ``meta``: the page's address and metadata (the page type reads its path, and
+    whether it names a date and an author)."""
     sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url), attrs=attrs)
     if model is None:
         return sel, "other"
-    row = page_features(body, info, sel)
+    row = page_features(body, info, sel, url, meta)
     kind, rules_alone = classify(model, row)
     if row[_LOG_CHARS] < _FEW_CHARS:
         kind = "other"  # too little text to say what kind of page it is
