@@ -85,11 +85,11 @@ def choose(
     if ens is None or sel.tree is None or rules_alone or sel.score <= 0:
         return sel, kind
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
-    probs = [ens.probability(r) for r in blocks.rows]
+    probs = ens.probability_of_each(blocks.rows)
     context = model.ensembles.get("context")
     if context is not None:
         ens = context
-        probs = [ens.probability(r) for r in context_rows(blocks.rows, probs)]
+        probs = ens.probability_of_each(context_rows(blocks.rows, probs))
     # Where the rules kept a block the model needs less to keep it than to add one they
     # left out: the two thresholds are tuned on cross-validated probabilities.
     rules = FEATURES.index("rules_kept")
