@@ -2,11 +2,14 @@
 
 A small tree ensemble (``learned.load_model().ensembles["page_type"]``, trained on WCXB's labels by
 ``bench/train_extract.py``) reads one row of page-level features: the types the page
-declares (JSON-LD ``@type``, microdata, ``og:type``), its structure (how many headings,
-list items, table cells, code blocks, images, ``<time>``s, teaser cards, sections), how its
-text reads (total, link share, paragraph share, share in lists, tables and code, sentence
-endings, currency amounts) and class/id words that name page parts (``price``, ``cart``,
-``comment``, ``reply``, ``toc``, ``card`` …). Never the URL or the site.
+declares (JSON-LD ``@type``, microdata, ``og:type``) and whether its metadata names a date
+and an author, its structure (how many headings, list items, table cells, code blocks,
+images, ``<time>``s, teaser cards, sections, forms and buttons; repeated sibling structures,
+paragraph lengths, heading density), how its text reads (total, link share, paragraph share,
+share in lists, tables and code, sentence endings, digits, currency amounts, words that mark
+a kind of page, pronoun rates), class words that name page parts (``price``, ``cart``,
+``comment``, ``reply``, ``toc``, ``card`` …) and the shape and words of the URL's path.
+Never the URL's host or the site.
 
 ``other`` is the answer when the best class is less likely than ``OTHER_BELOW``, and when
 there is no model.
