@@ -139,8 +139,9 @@ def featurize(page: Page, set_name: str) -> PageRows | None:
         title=prepared.title,
         discussion=info.discussion,
         host=host_of(prepared.base_url),
+        attrs=prepared.attrs,
     )
-    page_row = page_features(prepared.body, info, sel)
+    page_row = page_features(prepared.body, info, sel, page.url, prepared.metadata)
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=page_row)
     return PageRows(
         page.key,

@@ -144,6 +144,8 @@ def _render_html(body_utf8: bytes, *, url: str, options: RenderOptions, model: A
             base_url=base_url,
             model=model,
             attrs=page.attrs,
+            url=url,
+            meta=page.metadata,
         )
         container, skip, extractor = chosen.container, chosen.skip, "sift"
         page_chars, best_score = chosen.text_chars, chosen.score

@@ -65,13 +65,17 @@ def choose(
     base_url: str,
     model: Model | None,
     attrs: dict[Any, list[tuple[str, str]]] | None = None,
+    url: str = "",
+    meta: dict[str, Any] | None = None,
 ) -> tuple[Selection, str]:
     """The content of a cleaned page (the rules' selection, refined by ``model``) and the
-    page's type (``other`` without a model). ``attrs``: what ``dom.clean`` read."""
+    page's type (``other`` without a model). ``attrs``: what ``dom.clean`` read; ``url``
+    and ``meta``: the page's address and metadata (the page type reads its path, and
+    whether it names a date and an author)."""
     sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url), attrs=attrs)
     if model is None:
         return sel, "other"
-    row = page_features(body, info, sel)
+    row = page_features(body, info, sel, url, meta)
     kind, rules_alone = classify(model, row)
     if row[_LOG_CHARS] < _FEW_CHARS:
         kind = "other"  # too little text to say what kind of page it is
@@ -81,11 +85,11 @@ def choose(
     if ens is None or sel.tree is None or rules_alone or sel.score <= 0:
         return sel, kind
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
-    probs = [ens.probability(r) for r in blocks.rows]
+    probs = ens.probability_of_each(blocks.rows)
     context = model.ensembles.get("context")
     if context is not None:
         ens = context
-        probs = [ens.probability(r) for r in context_rows(blocks.rows, probs)]
+        probs = ens.probability_of_each(context_rows(blocks.rows, probs))
     # Where the rules kept a block the model needs less to keep it than to add one they
     # left out: the two thresholds are tuned on cross-validated probabilities.
     rules = FEATURES.index("rules_kept")

@@ -56,6 +56,11 @@ class Ensemble:
         z = self.scorers[0](row)
         return 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
 
+    def probability_of_each(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """``probability`` of every row (one call: the scorer and ``exp`` bound once)."""
+        score, exp = self.scorers[0], math.exp
+        return [1.0 / (1.0 + exp(-z)) if z > -700 else 0.0 for z in map(score, rows)]
+
     def probabilities(self, row: Sequence[float]) -> list[float]:
         """A multiclass model's softmax probabilities, in ``classes`` order."""
         raw = [s(row) for s in self.scorers]

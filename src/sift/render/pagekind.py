@@ -2,11 +2,14 @@
 
 A small tree ensemble (``learned.load_model().ensembles["page_type"]``, trained on WCXB's labels by
 ``bench/train_extract.py``) reads one row of page-level features: the types the page
-declares (JSON-LD ``@type``, microdata, ``og:type``), its structure (how many headings,
-list items, table cells, code blocks, images, ``<time>``s, teaser cards, sections), how its
-text reads (total, link share, paragraph share, share in lists, tables and code, sentence
-endings, currency amounts) and class/id words that name page parts (``price``, ``cart``,
-``comment``, ``reply``, ``toc``, ``card`` …). Never the URL or the site.
+declares (JSON-LD ``@type``, microdata, ``og:type``) and whether its metadata names a date
+and an author, its structure (how many headings, list items, table cells, code blocks,
+images, ``<time>``s, teaser cards, sections, forms and buttons; repeated sibling structures,
+paragraph lengths, heading density), how its text reads (total, link share, paragraph share,
+share in lists, tables and code, sentence endings, digits, currency amounts, words that mark
+a kind of page, pronoun rates), class words that name page parts (``price``, ``cart``,
+``comment``, ``reply``, ``toc``, ``card`` …) and the shape and words of the URL's path.
+Never the URL's host or the site.
 
 ``other`` is the answer when the best class is less likely than ``OTHER_BELOW``, and when
 there is no model.
@@ -19,6 +22,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from lxml import etree
 
@@ -105,6 +109,76 @@ _CURRENCY_MARKS = ("$", "€", "£", "¥", "USD", "EUR", "GBP")
 # candidates in C; the matches are those of r"[$€£¥]\s?\d|\d\s?(?:€|USD|EUR|GBP)\b".
 _CURRENCY = re.compile(r"[$€£¥\d](?:(?<=[$€£¥])\s?\d|(?<=\d)\s?(?:€|USD|EUR|GBP)\b)")
 
+# Words of the URL's path (its letter runs) that name a kind of page, by group; a run counts
+# when it is one of the words, or starts with one of four letters or more. General words
+# only, never a site's name (the host is never read).
+_PATH_WORDS: dict[str, tuple[str, ...]] = {
+    "url_docs": (
+        *("doc", "docs", "documentation", "api", "reference", "guide", "manual", "tutorial"),
+        *("learn", "wiki", "help", "support", "kb", "howto", "faq", "developer", "sdk"),
+    ),
+    "url_product": ("product", "shop", "store", "item", "buy", "dp", "sku", "catalog", "p"),
+    "url_list": (
+        *("category", "categories", "cat", "tag", "tags", "search", "archive", "list"),
+        *("collection", "browse", "c", "page", "all", "index", "directory", "results"),
+    ),
+    "url_forum": (
+        *("forum", "thread", "topic", "t", "question", "discuss", "community", "board"),
+        *("viewtopic", "showthread", "answers", "comments", "r"),
+    ),
+    "url_article": (
+        *("news", "blog", "article", "story", "stories", "post", "press", "opinion"),
+        *("insights", "magazine", "journal", "review", "reviews", "features"),
+    ),
+    "url_service": (
+        *("service", "solution", "pricing", "plans", "about", "contact", "company"),
+        *("platform", "industries", "enterprise", "hire", "agency", "consulting", "careers"),
+        *("team", "locations", "booking", "quote", "demo"),
+    ),
+}
+_PATH_STEMS = tuple(
+    (frozenset(w for w in words if len(w) < 4), tuple(w for w in words if len(w) >= 4))
+    for words in _PATH_WORDS.values()
+)
+_PATH_RUN = re.compile(r"[a-z]+")
+_PATH_DATE = re.compile(r"(?:^|/)(?:19|20)\d\d(?:/|-|$)")
+_PATH_EXT = re.compile(r"\.(?:s?html?|php|aspx?|jsp)$")
+
+# Words of the visible text that mark a kind of page (counted among its words).
+_TEXT_WORDS: dict[str, tuple[str, ...]] = {
+    "text_article": (
+        *("min", "read", "published", "updated", "posted", "written", "editor", "share"),
+        *("reporter", "correspondent", "according", "said"),
+    ),
+    "text_forum": (
+        *("replies", "reply", "views", "ago", "joined", "members", "thread", "quote"),
+        *("upvote", "answered", "asked", "posts", "moderator"),
+    ),
+    "text_product": (
+        *("cart", "stock", "shipping", "sku", "quantity", "reviews", "wishlist", "checkout"),
+        *("delivery", "returns", "warranty", "price", "sale"),
+    ),
+    "text_service": (
+        *("contact", "consultation", "quote", "pricing", "testimonials", "clients"),
+        *("team", "services", "solutions", "trusted", "expert", "experts", "started"),
+    ),
+    "text_docs": (
+        *("parameters", "returns", "example", "install", "usage", "syntax", "function"),
+        *("arguments", "configuration", "default", "command", "version", "api"),
+    ),
+}
+_VOICE = {
+    "voice_we": ("we", "our", "us", "we're", "we've"),
+    "voice_you": ("you", "your", "you're", "yours"),
+    "voice_i": ("i", "my", "me", "i'm", "i've"),
+}
+_TEXT_BYTES = tuple(tuple(w.encode() for w in ws) for ws in _TEXT_WORDS.values())
+_VOICE_BYTES = tuple(tuple(w.encode() for w in ws) for ws in _VOICE.values())
+# Words for the pronoun counts: runs of a-z and apostrophes (other bytes become spaces).
+_WORD_BYTES = bytes(c if 97 <= c <= 122 or c == 39 else 32 for c in range(256))
+# How much of the text is read for phrases and pronouns (enough to say how a page speaks).
+_TEXT_SAMPLE_CHARS = 20_000
+
 PAGE_FEATURES: tuple[str, ...] = (
     *_DECLARED,
     "og_article",
@@ -123,6 +197,33 @@ PAGE_FEATURES: tuple[str, ...] = (
     "cards",
     "currency",
     "log_types",
+    # the URL's path (never its host)
+    "path_depth",
+    "path_root",
+    "path_date",
+    "path_number",
+    "path_ext",
+    "path_query",
+    "slug_words",
+    *_PATH_WORDS,
+    # controls (before cleaning), structure and prose
+    "forms",
+    "inputs",
+    "buttons",
+    "repeat_max",
+    "repeat_runs",
+    "p_mean",
+    "long_p_share",
+    "heading_density",
+    "container_link_share",
+    "sentence_density",
+    "digit_share",
+    # what the page says about itself, and how its text speaks
+    "meta_published",
+    "meta_modified",
+    "meta_author",
+    *_TEXT_WORDS,
+    *_VOICE,
 )
 
 
@@ -130,8 +231,15 @@ def _declared(info: PageInfo) -> list[float]:
     return [float(bool(info.types & names)) for names in _DECLARED.values()]
 
 
-def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
-    """One row of ``PAGE_FEATURES`` for a cleaned page and the rules' selection of it."""
+def page_features(
+    body: Any,
+    info: PageInfo,
+    sel: Selection,
+    url: str = "",
+    meta: dict[str, Any] | None = None,
+) -> list[float]:
+    """One row of ``PAGE_FEATURES`` for a cleaned page and the rules' selection of it;
+    ``url``: the page's (only its path and query are read); ``meta``: its metadata."""
     t = sel.tree
     assert t is not None
     # Tags counted over the tree's own list (read once by ``PageTree``), in C.
@@ -164,10 +272,80 @@ def page_features(body: Any, info: PageInfo, sel: Selection) -> list[float]:
         sel.chosen_chars / total,
         float(sel.listing),
         math.log1p(len(sel.cards)),
-        math.log1p(_currency(body) if t.total[0] < 2_000_000 else 0),
-        math.log1p(len(info.types)),
     ]
+    plain: str = _PLAIN(body) if t.total[0] < 2_000_000 else ""
+    row += [math.log1p(_currency(plain)), math.log1p(len(info.types))]
+    row += _path_features(url)
+    row += [math.log1p(info.forms), math.log1p(info.inputs), math.log1p(info.buttons)]
+    row += _structure(t, counts, sel, plain)
+    meta = meta or {}
+    row += [float("published" in meta), float("modified" in meta), float("author" in meta)]
+    row += _speech(plain[:_TEXT_SAMPLE_CHARS])
     return row
+
+
+def _speech(sample: str) -> list[float]:
+    """Counts of the ``_TEXT_WORDS`` groups' words and pronouns per 1,000 words
+    (``_VOICE``) in a sample of the page's text (split and counted in C)."""
+    low = sample.lower().encode("utf-8", "surrogatepass")
+    words = Counter(low.translate(_WORD_BYTES).split())
+    n = sum(words.values()) or 1
+    out = [math.log1p(sum(words[w] for w in group)) for group in _TEXT_BYTES]
+    out += [1000 * sum(words[w] for w in voice) / n for voice in _VOICE_BYTES]
+    return out
+
+
+def _path_features(url: str) -> list[float]:
+    """The URL path's shape and words (``_PATH_WORDS``); the host is never read."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        parts = urlsplit("")
+    path = parts.path.lower()
+    segments = [s for s in path.split("/") if s]
+    last = segments[-1] if segments else ""
+    groups = [0] * len(_PATH_WORDS)
+    for run in _PATH_RUN.findall(path):
+        for k, (short, long_) in enumerate(_PATH_STEMS):
+            if run in short or run.startswith(long_):
+                groups[k] += 1
+    return [
+        math.log1p(len(segments)),
+        float(not segments),
+        float(_PATH_DATE.search(path) is not None),
+        float(any(s.isdigit() for s in segments)),
+        float(_PATH_EXT.search(path) is not None),
+        float(bool(parts.query)),
+        math.log1p(len([w for w in re.split(r"[-_.+]", last) if w.isalpha()])),
+        *(math.log1p(g) for g in groups),
+    ]
+
+
+def _structure(t: Any, counts: dict[str, int], sel: Selection, plain: str) -> list[float]:
+    """Repeated sibling structures (cards, rows, posts: children of one parent with the same
+    tag), paragraph lengths, heading density, the rules' container's link share, and how
+    the text reads (sentences, digits)."""
+    tags, total = t.tags, t.total
+    same = Counter(zip(t.parent, tags, strict=True))  # counted in C
+    runs = sum(1 for n in same.values() if n >= 4)
+    top = max(same.values(), default=0)
+    p_sizes = [total[i] for i, tag in enumerate(tags) if tag == "p"]
+    long_p = sum(n for n in p_sizes if n >= 150)
+    whole = t.total[0] or 1
+    box = t.index.get(sel.container, 0)
+    chars = len(plain) or 1
+    ends = plain.count(". ") + plain.count("? ") + plain.count("! ")
+    digits = sum(map(plain.count, "0123456789"))
+    return [
+        math.log1p(top),
+        math.log1p(runs),
+        math.log1p(sum(p_sizes) / len(p_sizes)) if p_sizes else 0.0,
+        long_p / whole,
+        (counts["h2"] + counts["h3"] + counts["h4"]) / (counts["p"] + 1),
+        t.link[box] / t.total[box] if t.total[box] else 0.0,
+        1000 * ends / chars,
+        digits / chars,
+    ]
 
 
 # [a-z] runs found in C: every byte but a-z becomes a space (non-ASCII bytes included, as
@@ -199,10 +377,9 @@ def _run_groups(run: bytes) -> tuple[int, ...]:
     return tuple(k for k, stems in enumerate(_STEMS) if run.startswith(stems))
 
 
-def _currency(body: Any) -> int:
+def _currency(plain: str) -> int:
     """Currency amounts in the page's text (its text nodes joined in C; the regex only runs
     when a symbol or code is there)."""
-    plain = _PLAIN(body)
     if not any(mark in plain for mark in _CURRENCY_MARKS):
         return 0
     return len(_CURRENCY.findall(plain))

@@ -42,6 +42,10 @@ class PageInfo:
     types: frozenset[str] = frozenset()
     objects: list[dict[str, Any]] = field(default_factory=list)
     description: str = ""  # og:description or <meta name=description>
+    # Controls as served (cleaning removes them): forms, fields, buttons.
+    forms: int = 0
+    inputs: int = 0
+    buttons: int = 0
 
     @property
     def discussion(self) -> bool:
@@ -113,7 +117,18 @@ def page_info(root: Any) -> PageInfo:
     for itemtype in _ITEMTYPES(root):
         types.update(_short(t) for t in str(itemtype).split())
     types.discard("")
-    return PageInfo(frozenset(types), objects, description)
+    controls = {"form": 0, "input": 0, "button": 0}
+    for el in root.iter("form", "input", "select", "textarea", "button"):
+        tag = el.tag
+        controls["input" if tag in ("select", "textarea") else tag] += 1
+    return PageInfo(
+        frozenset(types),
+        objects,
+        description,
+        controls["form"],
+        controls["input"],
+        controls["button"],
+    )
 
 
 def _text(value: Any) -> str:
