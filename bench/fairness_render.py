@@ -1,7 +1,7 @@
 """Fairness under a flood of renders or browser pages: a victim's p99, loaded vs unloaded.
 
-    .venv/bin/python bench/fairness_render.py [--victims 30] [--only renders|browser]
-        [--start-method forkserver|spawn] [--spare 1]
+    .venv/bin/python bench/fairness_render.py [--victims 30] [--only renders|browser|lone]
+        [--start-method forkserver|spawn] [--spare 1] [--reserved 1] [--workers 2]
 
 Loopback only: one upstream on 127.0.1.1 (public through ``extra_public_cidrs``, named
 ``pub.test`` by ``egress.resolve``), sift's parts as ``sift serve`` assembles them, called
@@ -11,14 +11,21 @@ restricted caller (``agent``) against one fleet caller's ordinary requests (``in
 - ``flood_renders``: the attacker keeps ``max_inflight`` (16) renders of a page crafted to
   run to its class's render time limit (2 s here) in flight, each on a new URL, while the
   victim fetches plain article pages, each a new URL (a fetch and a render every time). Two
-  render workers. The flood's fair share is one render limit plus starting the killed
-  worker's replacement (measured under the flood): the longest the victim may wait for its
-  turn, since it goes first at the next free worker.
+  render workers. The flood's fair share: with a turn kept for callers with nothing running
+  (``--reserved 1``, what ``sift serve`` does: ``render_reserved_workers``) nothing — the
+  victim's render starts at once on a worker of its own; without (``--reserved 0``) one
+  render limit plus starting the killed worker's replacement (measured under the flood),
+  since the victim goes first at the next free worker.
 - ``flood_browser``: the attacker keeps its class's browser pages (2) busy with pages that
   spin every core (workers in a loop), while the victim loads JavaScript pages with
   ``engine=browser``. The flood's fair share is nothing more: the attacker's class holds at
   most ``browser_pages_total`` of the ``max_pages`` slots, and its pages run at
   ``browser.page_nice`` and are stopped at ``browser.page_cpu_s``.
+
+``lone`` (``--only lone``, not a flood) measures what a kept turn costs a caller alone: one
+caller keeps 16 renders of a large article in flight, and the renders per second are
+printed (compare ``--reserved 0`` and ``1``, and ``--workers 1`` for the other rule, "a
+caller holds at most workers - 1").
 
 Each prints the victim's p50/p99 alone and under the flood, the ratio loaded/unloaded, and
 the target: loaded p99 <= 2 x unloaded p99 + the flood's fair share (ratio to the target
@@ -47,7 +54,6 @@ from aiohttp import web
 
 from fairtable import Row
 from sift.assembly import assemble, build_fetcher
-from sift.assembly.builders import SPARE_RENDER_WORKERS
 from sift.config import BrowserSettings, ClassesSettings, ClassSettings, EgressSettings, Settings
 from sift.errors import SiftError
 from sift.fetch import StaticResolver
@@ -89,6 +95,7 @@ async def start_upstream() -> tuple[web.AppRunner, int]:
     app = web.Application()
     app.router.add_get("/nested/{i}", page(NESTED))
     app.router.add_get("/article/{i}", page(ARTICLE))
+    app.router.add_get("/big/{i}", page(BIG_ARTICLE))
     app.router.add_get("/js/{i}", page(JS_PAGE))
     app.router.add_get("/spin/{i}", page(SPIN_PAGE))
     runner = web.AppRunner(app, access_log=None)
@@ -98,12 +105,16 @@ async def start_upstream() -> tuple[web.AppRunner, int]:
     return runner, site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
 
-def bench_settings(port: int) -> Settings:
+DEFAULTS = Settings()
+BIG_ARTICLE = ARTICLE.replace("</article>", "<p>More of it.</p>" * 3000 + "</article>")
+
+
+def bench_settings(port: int, workers: int = 2) -> Settings:
     restricted = ClassSettings(extra_ports=(port,), render_timeout_s=RENDER_LIMIT_S)
     return Settings(
         data_dir=tempfile.mkdtemp(prefix="sift-bench-fairness-"),
         access_log=False,
-        render_workers=2,
+        render_workers=workers,
         classes=dataclasses.replace(ClassesSettings(), restricted=restricted),
         egress=EgressSettings(
             extra_public_cidrs=("127.0.1.0/24",),
@@ -196,7 +207,7 @@ async def worker_start_s(start_method: StartMethod) -> float:
 
 
 async def flood_renders(
-    service: Service, port: int, victims: int, start_method: StartMethod
+    service: Service, port: int, victims: int, start_method: StartMethod, reserved: int
 ) -> Row:
     """Renders: 16 slow renders in flight vs a fleet caller's plain pages."""
     base = f"http://{NAME}:{port}"
@@ -220,8 +231,28 @@ async def flood_renders(
         # A killed worker's replacement starts under the flood's load: part of its share.
         start_s = await worker_start_s(start_method)
     print(f"\na render worker starts in {start_s * 1000:.0f} ms under the flood")
+    if reserved:
+        note = f"fair share: none (a kept turn); a worker starts in {start_s * 1000:.0f} ms"
+        return report("renders", alone, loaded, 0.0, note)
     note = f"fair share: one 2 s render limit + a worker's start under the flood ({start_method})"
     return report("renders", alone, loaded, RENDER_LIMIT_S + start_s, note)
+
+
+async def lone_caller(service: Service, port: int, renders: int = 64) -> float:
+    """One caller alone keeps 16 renders of a large article in flight: renders a second."""
+    base = f"http://{NAME}:{port}"
+    counter = itertools.count()
+
+    async def one() -> None:
+        while (i := next(counter)) < renders:
+            await service.fetch(VICTIM, FetchOptions(url=f"{base}/big/{i}"))
+
+    await service.fetch(VICTIM, FetchOptions(url=f"{base}/big/warm"))
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(16)))
+    rate = renders / (time.perf_counter() - started)
+    print(f"\nlone caller: {renders} renders of a large article, 16 in flight: {rate:.1f} a second")
+    return rate
 
 
 async def flood_browser(service: Service, port: int, victims: int) -> Row:
@@ -252,13 +283,15 @@ async def run(
     only: str | None = None,
     victims: int = 30,
     start_method: StartMethod = "forkserver",
-    spare: int = SPARE_RENDER_WORKERS,
+    spare: int = DEFAULTS.render_spare_workers,
+    reserved: int = DEFAULTS.render_reserved_workers,
+    workers: int = 2,
 ) -> list[Row]:
     """The floods (``only`` one of them), each a row; the browser flood only where
     Chromium is installed (else it is left out, with a line printed)."""
     rows: list[Row] = []
     runner, port = await start_upstream()
-    settings = bench_settings(port)
+    settings = bench_settings(port, workers)
     async with assemble(
         settings,
         fetcher=build_fetcher(settings, resolver=StaticResolver({})),
@@ -267,10 +300,13 @@ async def run(
             memory_bytes=settings.render_memory_bytes,
             start_method=start_method,
             spare=spare,
+            reserved=reserved,
         ),
     ) as parts:
+        if only == "lone":
+            await lone_caller(parts.service, port)
         if only in (None, "renders"):
-            rows.append(await flood_renders(parts.service, port, victims, start_method))
+            rows.append(await flood_renders(parts.service, port, victims, start_method, reserved))
         if only in (None, "browser"):
             if parts.browser is None or not parts.browser.available:
                 print("no browser here (apt-get install chromium-headless-shell): skipped")
@@ -278,7 +314,8 @@ async def run(
                 rows.append(await flood_browser(parts.service, port, victims))
     await runner.cleanup()
     print(
-        f"\n(pid {os.getpid()}, 2 render workers + {spare} spare ({start_method}), loopback only)"
+        f"\n(pid {os.getpid()}, {workers} render workers + {reserved} kept turn + {spare} "
+        f"spare ({start_method}), loopback only)"
     )
     return rows
 
@@ -286,13 +323,20 @@ async def run(
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--victims", type=int, default=30)
-    parser.add_argument("--only", choices=("renders", "browser"))
+    parser.add_argument("--only", choices=("renders", "browser", "lone"))
     parser.add_argument(
         "--spare",
         type=int,
-        default=SPARE_RENDER_WORKERS,
-        help="render workers started beyond the turns (sift serve: 1)",
+        default=DEFAULTS.render_spare_workers,
+        help="render workers started beyond the turns (render_spare_workers)",
     )
+    parser.add_argument(
+        "--reserved",
+        type=int,
+        default=DEFAULTS.render_reserved_workers,
+        help="turns kept for callers with nothing running (render_reserved_workers)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="render workers (turns)")
     parser.add_argument(
         "--start-method",
         choices=get_args(StartMethod),
@@ -300,7 +344,9 @@ def main() -> None:
         help="how render workers start (workers/process.py)",
     )
     args = parser.parse_args()
-    rows = asyncio.run(run(args.only, args.victims, args.start_method, args.spare))
+    rows = asyncio.run(
+        run(args.only, args.victims, args.start_method, args.spare, args.reserved, args.workers)
+    )
     if args.only == "browser" and not rows:
         sys.exit("no browser here: apt-get install chromium-headless-shell")
 

@@ -262,3 +262,24 @@ def test_screenshot_bounds_are_checked() -> None:
     assert info.value.message.endswith("classes.restricted.screenshot_max_bytes: must be positive")
     ok = load_settings(None, env={"SIFT_CLASSES_FLEET_SCREENSHOT_MAX_PIXELS": "67108864"})
     assert ok.classes.fleet.screenshot_max_pixels == 67108864
+
+
+def test_render_worker_settings_are_checked() -> None:
+    s = load_settings(
+        None,
+        env={
+            "SIFT_RENDER_RESERVED_WORKERS": "2",
+            "SIFT_RENDER_SPARE_WORKERS": "0",
+            "SIFT_RENDER_WORKER_NICE": "10",
+        },
+    )
+    assert (s.render_reserved_workers, s.render_spare_workers, s.render_worker_nice) == (2, 0, 10)
+    assert (Settings().render_reserved_workers, Settings().render_spare_workers) == (1, 1)
+    for env, message in (
+        ({"SIFT_RENDER_RESERVED_WORKERS": "-1"}, "render_reserved_workers: must be 0 or more"),
+        ({"SIFT_RENDER_SPARE_WORKERS": "-1"}, "render_spare_workers: must be 0 or more"),
+        ({"SIFT_RENDER_WORKER_NICE": "20"}, "render_worker_nice: must be 0 to 19"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            load_settings(None, env=env)
+        assert info.value.message.endswith(message)

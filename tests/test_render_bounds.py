@@ -212,7 +212,7 @@ def test_render_workers_killed_from_outside_are_replaced(
     served: Served, upstream: SyncUpstream
 ) -> None:
     workers = _render_workers(served.proc.pid)
-    assert len(workers) == 2  # render_workers = 1, and one spare
+    assert len(workers) == 3  # render_workers = 1, the turn kept for idle callers, a spare
     for pid in workers:
         os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would
     r = fetch(served, url=upstream.base_url + "/article", format="markdown")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
 from poolfuncs import allocate, backtrack, die, die_once, echo, refuse, remember
+from sift.assembly import build_render_pool
+from sift.config import Settings
 from sift.errors import (
     RenderFailed,
     RenderTimeout,
@@ -16,6 +19,7 @@ from sift.errors import (
     UnsupportedContentType,
 )
 from sift.workers import RenderPool
+from sift.workers.process import WORKER_NICE
 
 pytestmark = pytest.mark.slow  # every test starts worker processes
 
@@ -40,14 +44,19 @@ async def test_runs_jobs_in_a_worker_and_passes_sift_errors_through() -> None:
 
 async def test_workers_run_below_the_servers_priority() -> None:
     """Under contention for the CPU the event loop's process comes first: workers are
-    ``nice`` 5 below it."""
-    pool = RenderPool(1)
-    try:
-        _, pid = await pool.run(echo, "hi", timeout_s=30)
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + 5)
-    finally:
-        pool.close()
+    ``nice`` 5 below it by default (``render_worker_nice``), as set."""
+    assert Settings().render_worker_nice == WORKER_NICE == 5
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    for nice, pool in ((5, RenderPool(1)), (9, build_render_pool(nice_settings(9), 1))):
+        try:
+            _, pid = await pool.run(echo, "hi", timeout_s=30)
+            assert os.getpriority(os.PRIO_PROCESS, pid) == min(19, mine + nice)
+        finally:
+            pool.close()
+
+
+def nice_settings(nice: int) -> Settings:
+    return dataclasses.replace(Settings(), render_worker_nice=nice, render_reserved_workers=0)
 
 
 def parent_of(pid: int) -> int:

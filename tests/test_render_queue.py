@@ -40,12 +40,12 @@ async def test_slots_go_round_robin_between_callers() -> None:
     ]
     await _settle()
     assert (queue.queued(), queue.queued("a"), queue.in_use) == (5, 3, 1)
-    for _ in tasks:
-        queue.release()
+    for holder in ("holder", "a", "b", "c", "a"):  # each release is by the one served last
+        queue.release(holder)
         await _settle()
     assert order == ["a", "b", "c", "a", "a"]
     await asyncio.gather(*tasks)
-    queue.release()
+    queue.release("a")
     assert (queue.queued(), queue.in_use) == (0, 0)
 
 
@@ -56,11 +56,11 @@ async def test_the_caller_served_least_recently_goes_first() -> None:
     order: list[str] = []
     tasks = [asyncio.ensure_future(_queued(queue, n, order)) for n in ("a", "a", "b")]
     await _settle()
-    queue.release()
+    queue.release("a")
     await _settle()
     assert order == ["b"]  # b queued last, but a holds both slots: b's turn comes first
-    queue.release()
-    queue.release()
+    queue.release("a")
+    queue.release("b")
     await _settle()
     assert order == ["b", "a", "a"]
     await asyncio.gather(*tasks)
@@ -69,7 +69,7 @@ async def test_the_caller_served_least_recently_goes_first() -> None:
     more = [asyncio.ensure_future(_queued(queue, n, order)) for n in ("a", "a", "b")]
     await _settle()
     for _ in more:
-        queue.release()
+        queue.release("a")
         await _settle()
     assert order == ["b", "a", "a"]
     await asyncio.gather(*more)
@@ -90,7 +90,7 @@ async def test_a_waiter_still_queued_at_its_deadline_is_dropped() -> None:
     order: list[str] = []
     nxt = asyncio.ensure_future(_queued(queue, "next", order))
     await _settle()
-    queue.release()
+    queue.release("holder")
     await nxt
     assert (order, queue.in_use) == (["next"], 1)
 
@@ -106,9 +106,55 @@ async def test_a_cancelled_waiter_leaves_the_queue_at_once() -> None:
     gone.cancel()
     await _settle()
     assert (queue.queued("gone"), queue.queued()) == (0, 1)
-    queue.release()
+    queue.release("holder")
     await stays
     assert order == ["stays"]
+
+
+async def test_a_kept_turn_goes_only_to_a_caller_with_nothing_running() -> None:
+    """Two turns and one kept: a caller holding both waits for its third even though the
+    kept one is free (a lone caller runs exactly as many as before); another caller with
+    nothing running starts at once; that caller's second render, and a third caller while
+    the kept turn is taken, wait; at most three ever run, and more than two only while a
+    caller with nothing else running holds a turn."""
+    queue = FairQueue(2, reserved=1)
+    await queue.acquire("flood", None)
+    await queue.acquire("flood", None)
+    order: list[str] = []
+    flood3 = asyncio.ensure_future(_queued(queue, "flood", order))
+    await _settle()
+    assert (queue.in_use, queue.queued("flood")) == (2, 1)  # nothing more for a lone caller
+    await queue.acquire("victim", None)  # at once: the kept turn
+    assert (queue.in_use, queue.running("victim")) == (3, 1)
+    victim2 = asyncio.ensure_future(_queued(queue, "victim", order))
+    third = asyncio.ensure_future(_queued(queue, "third", order))
+    await _settle()
+    assert (queue.queued("victim"), queue.queued("third"), order) == (1, 1, [])
+    queue.release("flood")  # 2 in use, no ordinary turn: the kept one, to a caller idle
+    await _settle()
+    assert (order, queue.in_use) == (["third"], 3)
+    queue.release("victim")  # victim has nothing running now: its next goes before flood's
+    await _settle()
+    assert (order, queue.in_use) == (["third", "victim"], 3)
+    queue.release("flood")
+    await _settle()
+    assert order == ["third", "victim", "flood"]
+    await asyncio.gather(flood3, victim2, third)
+    assert [queue.running(c) for c in ("flood", "victim", "third")] == [1, 1, 1]
+    for caller in ("flood", "victim", "third"):
+        queue.release(caller)
+    assert queue.in_use == 0
+
+
+async def test_a_fair_queue_without_kept_turns_makes_the_newcomer_wait() -> None:
+    queue = FairQueue(2)
+    await queue.acquire("flood", None)
+    await queue.acquire("flood", None)
+    loop = asyncio.get_running_loop()
+    with pytest.raises(RenderQueueTimeout):
+        await queue.acquire("victim", loop.time() + 0.05)
+    with pytest.raises(ValueError, match="holds no slot"):
+        queue.release("victim")
 
 
 async def test_closing_fails_queued_waiters() -> None:

@@ -39,19 +39,22 @@ def build_fetcher(settings: Settings, *, resolver: Resolver | None = None) -> Fe
     )
 
 
-# Render workers started beyond the turns: when a render is killed at its time limit, the
-# next one takes a spare that is ready while the killed worker's replacement starts.
-SPARE_RENDER_WORKERS = 1
-
-
 def build_render_pool(settings: Settings, workers: int | None = None) -> RenderPool:
     """A render pool (not started): ``workers``, else ``render_workers``, else one per core,
-    and one spare. Rendering (and the crawl's CPU work) is CPU-bound: processes use every
+    with the turns kept for callers with nothing rendering (``render_reserved_workers``), the
+    spare workers (``render_spare_workers``) and their priority (``render_worker_nice``).
+    Rendering (and the crawl's CPU work) is CPU-bound: processes use every
     core and keep the event loop free."""
     from sift.workers import RenderPool
 
     count = workers or settings.render_workers or os.cpu_count() or 1
-    return RenderPool(count, memory_bytes=settings.render_memory_bytes, spare=SPARE_RENDER_WORKERS)
+    return RenderPool(
+        count,
+        memory_bytes=settings.render_memory_bytes,
+        nice=settings.render_worker_nice,
+        spare=settings.render_spare_workers,
+        reserved=settings.render_reserved_workers,
+    )
 
 
 def build_browser(

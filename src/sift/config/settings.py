@@ -77,6 +77,28 @@ class Settings:
             size=True,
         ),
     )
+    render_reserved_workers: int = field(
+        default=1,
+        metadata=doc(
+            "Render turns beyond render_workers that only a caller with nothing rendering may "
+            "take, each on a worker of its own: one caller's renders filling every worker never "
+            "make another caller's render wait for one of them to end. 0: none."
+        ),
+    )
+    render_spare_workers: int = field(
+        default=1,
+        metadata=doc(
+            "Render workers kept started beyond the turns, so the render after a worker was "
+            "killed (at its time limit) takes one that is ready while the replacement starts."
+        ),
+    )
+    render_worker_nice: int = field(
+        default=5,
+        metadata=doc(
+            "How much lower than the server's process render workers run (nice, 0-19): under "
+            "contention the event loop, which answers every caller, comes first."
+        ),
+    )
     cache: CacheSettings = field(default_factory=CacheSettings, metadata=doc("[cache]"))
     batch: BatchSettings = field(default_factory=BatchSettings, metadata=doc("[batch]"))
     store: StoreSettings = field(default_factory=StoreSettings, metadata=doc("[store]"))
@@ -123,6 +145,11 @@ def validate(settings: Settings, where: str) -> None:
     check_dns(settings.egress, where)
     if settings.render_workers < 0:
         raise ConfigError(f"{where}: render_workers: must be 0 (one per core) or more")
+    for key in ("render_reserved_workers", "render_spare_workers"):
+        if getattr(settings, key) < 0:
+            raise ConfigError(f"{where}: {key}: must be 0 or more")
+    if not 0 <= settings.render_worker_nice <= 19:
+        raise ConfigError(f"{where}: render_worker_nice: must be 0 to 19")
     check_class_browsers(settings.classes, where)
     check_browser(settings.browser, where)
     check_batch(settings.batch, where)

@@ -86,7 +86,8 @@ def create_app(
 ) -> SiftApp:
     """Build the ASGI app; it owns ``db``, ``fetcher`` and ``render_pool`` and closes them.
 
-    ``render_pool`` defaults to one worker started on first use (tests); ``sift serve``
+    ``render_pool`` defaults to ``render_workers`` workers (0: one) started on first use
+    (tests); ``sift serve``
     passes one worker per core, started with the app. ``keys`` defaults to the configured
     callers; ``sift serve`` passes a ``KeyRing`` that reloads on SIGHUP and knows the
     operator key.
@@ -146,7 +147,7 @@ async def _lifespan(w: _Wiring, app: FastAPI) -> AsyncIterator[None]:
         settings,
         db=w.db,
         fetcher=w.fetcher,
-        render_pool=w.render_pool or build_render_pool(settings, workers=1),
+        render_pool=w.render_pool or build_render_pool(settings, settings.render_workers or 1),
         start_pool=w.render_pool is not None,
         browser=w.browser,
         metrics=w.metrics,

@@ -21,6 +21,9 @@ them (issue 24).
   (``RenderQueueTimeout``); one whose caller is cancelled (the client hung up) leaves the
   queue, or, already running, has its worker killed and replaced (a job that ends by its
   own deadline may instead be left to finish: ``on_cancel="finish"``).
+- **A kept turn.** ``reserved`` turns beyond the ``workers`` go only to a caller with
+  nothing running (``FairQueue``), on workers of their own: a caller whose renders fill
+  every worker cannot make another caller's single render wait for one of them to end.
 - **Restarts.** A killed worker's replacement is forked warm from a fork server
   (``workers.process``): ready in tens of milliseconds, not the seconds a fresh interpreter
   importing the renderer took. With ``spare`` workers more than turns (the server keeps
@@ -128,7 +131,8 @@ class _Broken(Exception):
 class RenderPool:
     """``workers`` render processes, each limited to ``memory_bytes`` of address space
     (0: no limit), running ``nice`` below this process and started by ``start_method``
-    (``workers.process``: forked warm from a fork server by default); ``spare`` more are kept
+    (``workers.process``: forked warm from a fork server by default); ``reserved`` turns
+    more for callers with nothing running (``FairQueue``), and ``spare`` more workers kept
     started, so a render that follows a kill finds a ready worker. ``await run(fn, *args,
     timeout_s=…)`` calls ``fn(*args)`` in a worker (``fn`` must be a picklable module-level
     function) and returns its result, or raises:
@@ -145,6 +149,7 @@ class RenderPool:
         nice: int = WORKER_NICE,
         start_method: StartMethod = "forkserver",
         spare: int = 0,
+        reserved: int = 0,
     ) -> None:
         if workers < 1:
             raise ValueError("a render pool needs at least one worker")
@@ -152,6 +157,8 @@ class RenderPool:
         self.memory_bytes = memory_bytes
         self.nice = nice
         self.spare = spare
+        self.reserved = reserved
+        self.turns = workers + reserved  # renders that may run at once
         self._ctx = worker_context(start_method)
         # Idle workers; None is the shutdown sentinel for threads waiting for one.
         self._idle: queue.SimpleQueue[WorkerProcess | None] = queue.SimpleQueue()
@@ -166,7 +173,7 @@ class RenderPool:
         # and never queue anything.
         from sift.workers.fairqueue import FairQueue
 
-        self._queue = FairQueue(workers)  # renders waiting for a worker, per caller
+        self._queue = FairQueue(workers, reserved)  # renders waiting for a worker, per caller
         self.broken: str | None = None  # why workers cannot start, while they cannot
         self._broken_at = 0.0
         self.replaced = 0  # workers killed or lost and started again (for tests and logs)
@@ -179,8 +186,8 @@ class RenderPool:
         with self._lock:
             if self._threads is not None or self._closed:
                 return
-            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="sift-render")
-        self._spawn_in_background(self.workers + self.spare)
+            self._threads = ThreadPoolExecutor(self.turns, thread_name_prefix="sift-render")
+        self._spawn_in_background(self.turns + self.spare)
 
     def close(self) -> None:
         """Stop every worker; renders still running are killed. Idempotent."""
@@ -189,7 +196,7 @@ class RenderPool:
             self._closed = True
             workers, self._all = list(self._all), set()
             threads, self._threads = self._threads, None
-        for _ in range(self.workers):
+        for _ in range(self.turns):
             self._idle.put(None)  # wakes every thread waiting for a worker
         # 1. Kill the processes only: a thread still waiting on a worker's pipe sees EOF and
         #    closes that pipe itself (closing it from here would race with its poll).
@@ -303,22 +310,22 @@ class RenderPool:
                 job.cancel()  # a render nobody waits for stops now, not at its time limit
             elif not future.done():
                 job.abandon()  # not started yet: never starts; running: runs to its end
-                future.add_done_callback(self._ended_unwatched)
+                future.add_done_callback(lambda f: self._ended_unwatched(f, caller))
                 finishing = True
             raise
         finally:
             if not finishing:
-                self._ended()
+                self._ended(caller)
 
-    def _ended(self) -> None:
-        self._queue.release()
+    def _ended(self, caller: str) -> None:
+        self._queue.release(caller)
         self._busy -= 1
 
-    def _ended_unwatched(self, future: asyncio.Future[Any]) -> None:
+    def _ended_unwatched(self, future: asyncio.Future[Any], caller: str) -> None:
         """A job left to finish after its caller stopped waiting has ended."""
         if not future.cancelled():
             future.exception()  # nobody reads its answer (or its error): retrieved here
-        self._ended()
+        self._ended(caller)
 
     def queued(self, caller: str | None = None) -> int:
         """Renders waiting for a worker (every caller's, or one caller's)."""
@@ -336,7 +343,7 @@ class RenderPool:
         stands."""
         if self.broken is not None and time.monotonic() - self._broken_at < BROKEN_RETRY_S:
             return self.broken
-        if self._busy >= self.workers:
+        if self._busy >= self.turns:
             return self.broken  # every worker is rendering: busy, and not known broken
         if self._probe is None or self._probe.done():
             self._probe = asyncio.ensure_future(self._probe_once())
@@ -368,6 +375,7 @@ class RenderPool:
                 raise RenderUnavailable(
                     f"no render worker came free or started within {START_TIMEOUT_S:.0f} s"
                 ) from None
+            worker = self._prefer_ready(worker)
             if worker is None:
                 self._idle.put(None)  # for the next waiting thread
                 raise RenderUnavailable("the render pool is shut down")
@@ -411,6 +419,22 @@ class RenderPool:
                 raise
             self._give_back(job, worker)
             return result
+
+    def _prefer_ready(self, worker: WorkerProcess | None) -> WorkerProcess | None:
+        """``worker``, or, while it is still starting, an idle worker that is ready (it goes
+        back in line): a render never waits for a replacement's start while a started worker
+        idles — after two kills in a row, the spare and the kept turn's worker are taken and
+        the idle line starts with the replacements."""
+        for _ in range(self._idle.qsize()):
+            if worker is None or worker.ready or worker.conn.poll(0):
+                return worker
+            try:
+                other = self._idle.get_nowait()
+            except queue.Empty:
+                return worker
+            self._idle.put(worker)
+            worker = other
+        return worker
 
     def _give_back(self, job: _Job, worker: WorkerProcess) -> None:
         """Return a worker that answered; one a cancel may have just killed is replaced."""
