@@ -41,13 +41,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event as EventType
@@ -224,6 +225,7 @@ def sift_serve(tmp: Path, config: str, page_url: str) -> Iterator[Lab]:
 class Timing:
     latencies_s: list[float]
     failed: int
+    connections: set[object] = field(default_factory=set)  # the victim's, by local address
 
     def p(self, q: float) -> float:
         ordered = sorted(self.latencies_s)
@@ -234,7 +236,15 @@ async def time_victim(lab: Lab, victim: VictimFn, requests: int, until: float) -
     """``requests`` victim requests one after another (or until ``until``, loop time)."""
     timing = Timing([], 0)
     headers = {"Authorization": f"Bearer {lab.victim_key}"}
-    async with httpx.AsyncClient(base_url=lab.base_url, headers=headers, timeout=60) as client:
+
+    async def seen(response: httpx.Response) -> None:
+        stream = response.extensions.get("network_stream")
+        if stream is not None:
+            timing.connections.add(stream.get_extra_info("client_addr"))
+
+    async with httpx.AsyncClient(
+        base_url=lab.base_url, headers=headers, timeout=60, event_hooks={"response": [seen]}
+    ) as client:
         loop = asyncio.get_running_loop()
         for _ in range(requests):
             if loop.time() > until:
@@ -249,8 +259,12 @@ async def time_victim(lab: Lab, victim: VictimFn, requests: int, until: float) -
     return timing
 
 
-def _flood_process(name: str, lab: Lab, stop: EventType, out: Queue[Counters]) -> None:
-    """The flood, in a process of its own: its event loop and CPU are not the victim's."""
+def _flood_process(
+    name: str, lab: Lab, stop: EventType, out: Queue[Counters], nice: int = 0
+) -> None:
+    """The flood, in a process of its own: its event loop and CPU are not the victim's.
+    ``nice`` lowers its priority (see ``--flood-nice``)."""
+    os.nice(nice)
 
     async def run() -> Counters:
         loop = asyncio.get_running_loop()
@@ -263,42 +277,86 @@ def _flood_process(name: str, lab: Lab, stop: EventType, out: Queue[Counters]) -
     out.put(asyncio.run(run()))
 
 
-async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> Row:
+@dataclass
+class Round:
+    """What one round measured: the victim alone, then under the flood."""
+
+    unloaded: Timing
+    loaded: Timing
+    counters: Counters
+    cpu_s: tuple[float, float, float]  # sift alone, sift and the flooder under the flood
+    took_s: tuple[float, float]  # how long each side lasted
+
+
+async def one_round(spec: Flood, lab: Lab, args: argparse.Namespace, requests: int) -> Round:
+    """``requests`` victim requests alone, then as many under a fresh flood process."""
     loop = asyncio.get_running_loop()
-    await time_victim(lab, spec.victim, 1, loop.time() + 60)  # warm: the one cache miss
     cpu, started = siftserve.cpu_s(lab.pid), time.perf_counter()
-    unloaded = await time_victim(lab, spec.victim, args.requests, loop.time() + args.flood_s)
-    idle_cpu = (siftserve.cpu_s(lab.pid) - cpu) / (time.perf_counter() - started)
+    unloaded = await time_victim(lab, spec.victim, requests, loop.time() + args.flood_s)
+    alone = (siftserve.cpu_s(lab.pid) - cpu, time.perf_counter() - started)
     ctx = multiprocessing.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()
-    flooder = ctx.Process(target=_flood_process, args=(spec.name, lab, stop, out), daemon=True)
+    flooder = ctx.Process(
+        target=_flood_process, args=(spec.name, lab, stop, out, args.flood_nice), daemon=True
+    )
     flooder.start()
     try:
         await asyncio.sleep(args.warmup_s)
         assert flooder.pid is not None
         cpu, flood_cpu = siftserve.cpu_s(lab.pid), siftserve.cpu_s(flooder.pid)
         started = time.perf_counter()
-        loaded = await time_victim(lab, spec.victim, args.requests, loop.time() + args.flood_s)
+        loaded = await time_victim(lab, spec.victim, requests, loop.time() + args.flood_s)
         took = time.perf_counter() - started
-        busy_cpu = (siftserve.cpu_s(lab.pid) - cpu) / took
-        flood_cpu = (siftserve.cpu_s(flooder.pid) - flood_cpu) / took
+        busy = siftserve.cpu_s(lab.pid) - cpu
+        flood_cpu = siftserve.cpu_s(flooder.pid) - flood_cpu
     finally:
         stop.set()
         counters: Counters = await asyncio.to_thread(out.get, True, 60)
         flooder.join(10)
         if flooder.is_alive():
             flooder.kill()
+    return Round(unloaded, loaded, counters, (alone[0], busy, flood_cpu), (alone[1], took))
+
+
+async def run_flood(spec: Flood, lab: Lab, args: argparse.Namespace) -> Row:
+    """``--rounds`` rounds of (alone, under the flood), so the machine's drifting load falls
+    on both sides; p50/p99 over every round's requests."""
+    loop = asyncio.get_running_loop()
+    await time_victim(lab, spec.victim, 1, loop.time() + 60)  # warm: the one cache miss
+    rounds = [
+        await one_round(spec, lab, args, args.requests // args.rounds) for _ in range(args.rounds)
+    ]
+    unloaded, loaded = Timing([], 0), Timing([], 0)
+    counters: Counters = Counter()
+    for r in rounds:
+        unloaded.latencies_s += r.unloaded.latencies_s
+        loaded.latencies_s += r.loaded.latencies_s
+        unloaded.failed += r.unloaded.failed
+        loaded.failed += r.loaded.failed
+        loaded.connections |= r.loaded.connections
+        counters += r.counters
+    idle_cpu = sum(r.cpu_s[0] for r in rounds) / sum(r.took_s[0] for r in rounds)
+    flood_s = sum(r.took_s[1] for r in rounds)
+    busy_cpu = sum(r.cpu_s[1] for r in rounds) / flood_s
+    flood_cpu = sum(r.cpu_s[2] for r in rounds) / flood_s
     ratio = loaded.p(0.99) / unloaded.p(0.99)
     print(
         f"{spec.name:12} unloaded p50 {unloaded.p(0.5) * 1e3:7.1f} ms p99 "
         f"{unloaded.p(0.99) * 1e3:7.1f} ms | loaded p50 {loaded.p(0.5) * 1e3:7.1f} ms p99 "
         f"{loaded.p(0.99) * 1e3:7.1f} ms | p99 ratio {ratio:5.2f} | victim "
-        f"{len(loaded.latencies_s)} ok, {loaded.failed} failed | sift CPU "
-        f"{idle_cpu:.0%} -> {busy_cpu:.0%} of a core (the flooder {flood_cpu:.0%})"
+        f"{len(loaded.latencies_s)} ok, {loaded.failed} failed, on "
+        f"{len(loaded.connections)} connection(s) | sift CPU "
+        f"{idle_cpu:.0%} -> {busy_cpu:.0%} of a core (the flooder {flood_cpu:.0%}, "
+        f"nice {args.flood_nice}) | load {os.getloadavg()[0]:.1f}"
     )
     note = ", ".join(f"{k} {v}" for k, v in sorted(counters.items()))
     if counters:
         print(f"{'':12} flood: {note}")
+    if "opened" in counters:
+        note = (
+            f"{counters['opened'] / (flood_s + args.rounds * args.warmup_s):,.0f} connections/s "
+            f"({counters['opened']:,} opened, {counters['answer_503']:,} answered 503)"
+        )
     return Row(
         spec.name,
         unloaded.p(0.5),
@@ -361,9 +419,17 @@ def main() -> None:
     every = runs()
     parser.add_argument("--floods", default=",".join(every), help=f"of: {', '.join(every)}")
     parser.add_argument("--requests", type=int, default=300, help="victim requests per run")
-    parser.add_argument("--warmup-s", type=float, default=3.0, help="flood build-up before timing")
+    parser.add_argument("--rounds", type=int, default=3, help="alone/flood rounds per flood")
+    parser.add_argument("--warmup-s", type=float, default=2.0, help="flood build-up before timing")
     parser.add_argument("--flood-s", type=float, default=30.0, help="longest a timed run lasts")
     parser.add_argument("--victims", type=int, default=30, help="victim requests, renders")
+    parser.add_argument(
+        "--flood-nice",
+        type=int,
+        default=19,
+        help="the flood process's nice (19: its CPU comes last, as a remote attacker's would "
+        "not be on this machine at all; 0: it competes with sift and the victim)",
+    )
     args = parser.parse_args()
     names = [n.strip() for n in args.floods.split(",") if n.strip()]
     unknown = [n for n in names if n not in every]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,6 +174,66 @@ def test_connection_limit_refuses_clearly_when_every_slot_is_on_schedule(
     assert r.status_code == 200
 
 
+def _healthz_on(sock: socket.socket) -> bytes:
+    """One GET /healthz on a kept-alive raw socket: the whole response (by its length)."""
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data or len(data) < _length(data):
+        chunk = sock.recv(65536)
+        assert chunk, f"closed after {data!r}"
+        data += chunk
+    return data
+
+
+def _length(data: bytes) -> int:
+    head, _, _ = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    return len(head) + 4 + length
+
+
+@pytest.mark.slow
+def test_a_kept_alive_connection_between_requests_is_not_closed_for_a_newcomer(
+    tmp_path: Path,
+) -> None:
+    """Two slots: one held by a body sent well ahead of schedule (no candidate), one by a
+    client between two requests on its kept-alive connection. Before
+    ``listener.keep_alive_grace_s``, a newcomer closed that connection (it looked idle): the
+    client's next request raced the close and failed, or reconnected into the flood that had
+    filled sift. Now the newcomer is refused while the client is within its grace (3 s here:
+    generous, its next request follows in milliseconds), and only a connection idle past it
+    is closed for one. (The 3.5 s wait is the grace itself passing: nothing to await.)"""
+    config = write_config(
+        tmp_path,
+        "[listener]\nmax_connections = 2\nkeep_alive_grace_s = 3\nkeep_alive_s = 30\n"
+        "head_timeout_s = 30\nbody_min_bytes_per_s = 1024\n",
+    )
+    with sift_serve(tmp_path, config=config) as served, connect(served) as ahead:
+        ahead.sendall(
+            b"POST /v1/fetch HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + served.fleet_key.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n" + b" " * 60000
+        )
+        with connect(served) as kept:
+            assert _healthz_on(kept).startswith(b"HTTP/1.1 200")
+            with connect(served) as newcomer:
+                newcomer.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert_refusal(
+                    read_all(newcomer), "503 Service Unavailable", "too_many_connections"
+                )
+            assert _healthz_on(kept).startswith(b"HTTP/1.1 200")  # the same connection
+            time.sleep(3.5)
+            with connect(served) as newcomer:
+                newcomer.sendall(
+                    b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+                )
+                assert read_all(newcomer).startswith(b"HTTP/1.1 200")
+            assert kept.recv(1) == b""  # closed silently to make room: it had sent nothing
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
@@ -181,6 +243,11 @@ def test_connection_limit_refuses_clearly_when_every_slot_is_on_schedule(
         ("listener.body_idle_timeout_s", "0", "listener.body_idle_timeout_s: must be positive"),
         ("listener.body_timeout_s", "-1", "listener.body_timeout_s: must be positive"),
         ("listener.write_timeout_s", "0", "listener.write_timeout_s: must be positive"),
+        (
+            "listener.keep_alive_grace_s",
+            "-1",
+            "listener.keep_alive_grace_s: must be 0 or more",
+        ),
         (
             "listener.body_min_bytes_per_s",
             "0",

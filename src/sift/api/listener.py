@@ -66,6 +66,7 @@ log = logging.getLogger("sift.listener")
 
 LINGER_S: Final = 1.0  # how long a refused connection's remaining input is drained
 LINGER_BYTES: Final = 64 << 10  # ... and how much of it, before closing regardless
+REFUSAL_LOG_EVERY_S: Final = 1.0  # "connections refused" is logged at most this often
 FD_RESERVE: Final = 256  # descriptors kept for the database, render pipes, upstream pools
 _DEFAULT: Final = ListenerSettings()
 _RESET: Final = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends a reset
@@ -91,6 +92,7 @@ class ListenerLimits:
     body_timeout_s: float = _DEFAULT.body_timeout_s
     body_min_bytes_per_s: int = _DEFAULT.body_min_bytes_per_s
     write_timeout_s: float = _DEFAULT.write_timeout_s
+    keep_alive_grace_s: float = _DEFAULT.keep_alive_grace_s
 
     @classmethod
     def from_settings(cls, s: ListenerSettings, *, max_connections: int) -> ListenerLimits:
@@ -102,6 +104,7 @@ class ListenerLimits:
             s.body_timeout_s,
             s.body_min_bytes_per_s,
             s.write_timeout_s,
+            s.keep_alive_grace_s,
         )
 
 
@@ -149,7 +152,7 @@ class GuardedHttpTools(HttpToolsProtocol):
         self._head_bytes = 0  # head bytes received so far (plus at most one read)
         self.head_since = 0.0  # when the wait for the current head began (loop time)
         self._timer: asyncio.TimerHandle | None = None  # the head and body deadlines
-        self._served = False  # answered a request already (so an idle wait is keep-alive)
+        self.served = False  # answered a request already (so an idle wait is keep-alive)
         self._refused = False  # answered by the listener itself (or dropped): draining
         self._drained = 0
         self.body_open = False  # a request body spanning reads is being received
@@ -182,18 +185,31 @@ class GuardedHttpTools(HttpToolsProtocol):
         """Close the connection furthest behind its schedule, or refuse this one."""
         found = self.slots.slowest(self.loop.time(), self)
         if found is None:
-            log.warning("connection refused: all %d slots are busy", len(self.connections))
+            self._log_refusal()
             self._refuse(self._too_many(TooManyConnections.default_hint))
             return
         victim, phase = found
         if phase == "write":
             victim._drop("its client did not read the response and sift was full")
-        elif phase == "head" and victim._served and not victim._head_bytes:
+        elif phase == "head" and victim.served and not victim._head_bytes:
             victim.slots.waiting.pop(victim, None)  # idle keep-alive: nothing to answer
             victim.connections.discard(victim)
             victim.transport.close()
         else:
             victim._refuse(self._too_many(EVICTED_HINT))
+
+    def _log_refusal(self) -> None:
+        """One warning a second at most, with the count: a flood of refusals is a flood of
+        log lines otherwise (hundreds a second), written by the event loop."""
+        slots, now = self.slots, self.loop.time()
+        slots.refused += 1
+        if now - slots.refusal_logged_at >= REFUSAL_LOG_EVERY_S:
+            log.warning(
+                "%d connection(s) refused since the last warning: all %d slots are busy",
+                slots.refused,
+                self.limits.max_connections,
+            )
+            slots.refused, slots.refusal_logged_at = 0, now
 
     def _too_many(self, hint: str) -> SiftError:
         err = TooManyConnections(
@@ -352,7 +368,7 @@ class GuardedHttpTools(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         _response_complete(self)
-        self._served = True
+        self.served = True
         if self._refused or self.transport.is_closing():
             return
         if not self._in_head:  # answered before its body arrived: the rest is not read
@@ -440,7 +456,11 @@ def guarded_protocol(limits: ListenerLimits) -> type[GuardedHttpTools]:
     return type(
         "SiftHttpProtocol",
         (GuardedHttpTools,),
-        {"limits": limits, "max_head_bytes": limits.max_head_bytes, "slots": Slots()},
+        {
+            "limits": limits,
+            "max_head_bytes": limits.max_head_bytes,
+            "slots": Slots(limits.keep_alive_grace_s),
+        },
     )
 
 

@@ -7,7 +7,10 @@ It is behind by ``now - key``, and the smallest key goes:
 
 - **reading a head** — the key is when the wait for it began (a head should arrive at
   once); ``waiting`` holds these connections, oldest wait first (dicts keep insertion
-  order), so the oldest is found in O(1);
+  order), so the oldest is found in O(1). A kept-alive connection (it was answered
+  already) idle for less than ``keep_alive_grace_s`` is no candidate: its client is between
+  two requests, and closing it then races the next one (the client sees its request fail,
+  or reconnects into the very flood that made sift full);
 - **reading a body** — the key is when the body began plus what it has sent so far at the
   minimum rate (``listener.body_min_bytes_per_s``): a client sending faster is *ahead*
   (its key lies in the future) and is never closed for a newcomer, a trickle falls behind
@@ -41,6 +44,7 @@ class Slot(Protocol):
     """What ``Slots`` reads of a connection (``api.listener.GuardedHttpTools``)."""
 
     head_since: float  # when the wait for the current head began (loop time)
+    served: bool  # answered a request already (an idle wait is then keep-alive)
     body_open: bool  # a request body is being received (across reads)
     body_gen: int  # which body: one more per request whose body spans reads
     body_at: float  # the body's key: when what it sent would be on schedule
@@ -56,11 +60,14 @@ C = TypeVar("C", bound=Slot)
 class Slots(Generic[C]):
     """The candidates for eviction of one listener, by phase; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive_grace_s: float = 0.0) -> None:
+        self.keep_alive_grace_s = keep_alive_grace_s
         self.waiting: dict[C, None] = {}
         self.blocked: dict[C, float] = {}  # connection -> when its send buffer filled
         self._bodies: list[tuple[float, int, C, int]] = []  # (key, seq, conn, body_gen)
         self._seq = itertools.count()
+        self.refused = 0  # newcomers refused since the last warning (api/listener.py)
+        self.refusal_logged_at = float("-inf")
 
     def push_body(self, conn: C, live: int) -> None:
         """``conn`` began a body that spans reads; ``live`` is the open connection count
@@ -75,11 +82,15 @@ class Slots(Generic[C]):
         """The connection furthest behind schedule (never ``newcomer``) and its phase, or
         ``None`` if every connection is on schedule or served."""
         best: tuple[float, C, Phase] | None = None
+        kept_since = now - self.keep_alive_grace_s  # kept-alive waits from before this only
         head = next(
             (
                 c
                 for c in islice(self.waiting, HEADS_LOOKED_AT)
-                if c is not newcomer and c.waiting_for_head() and not c.servers_turn()
+                if c is not newcomer
+                and not (c.served and c.head_since > kept_since)
+                and c.waiting_for_head()
+                and not c.servers_turn()
             ),
             None,
         )

@@ -63,6 +63,13 @@ class ListenerSettings:
             "full); then the connection is dropped."
         ),
     )
+    keep_alive_grace_s: float = field(
+        default=1.0,
+        metadata=doc(
+            "An idle kept-alive connection is not closed to make room for a new one until it "
+            "has been idle this long (sooner would race the client's next request); 0: at once."
+        ),
+    )
     keep_alive_s: int = field(
         default=5, metadata=doc("Idle seconds after which a kept-alive connection is closed.")
     )
@@ -97,6 +104,8 @@ def check_listener(listener: ListenerSettings, where: str) -> None:
         where,
         "listener.",
     )
+    if listener.keep_alive_grace_s < 0:
+        raise ConfigError(f"{where}: listener.keep_alive_grace_s: must be 0 or more")
     for origin in listener.allowed_origins:
         if not re.fullmatch(r"https?://[^/\s]+", origin):
             raise ConfigError(
