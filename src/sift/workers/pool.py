@@ -29,8 +29,9 @@ them (issue 24).
   importing the renderer took. With ``spare`` workers more than turns (the server keeps
   one), the next render takes a worker already started while the replacement starts: idle
   workers are used in turn, so each is warm.
-- **Priority.** Workers run ``nice`` (``WORKER_NICE``, 5) below the server's process: when
-  the CPU is short, the event loop (every caller's requests) comes first.
+- **Priority.** Workers run ``nice`` (``render_worker_nice``; ``WORKER_NICE``, 5, for a pool
+  built directly) below the server's process: when the CPU is short, the event loop (every
+  caller's requests) comes first.
 - **Health.** A worker proves at start-up that it can render (it imports the renderer under
   its memory limit and renders a tiny page). While workers cannot start, ``broken`` names
   why and renders fail fast with ``RenderUnavailable`` (503); ``/healthz`` reports it.

@@ -38,7 +38,8 @@ from typing import Any, Literal
 
 from sift.errors import SiftError
 
-# How much lower than the server's process a worker runs (``os.nice``): under contention
+# How much lower than the server's process a worker runs (``os.nice``) by default (the
+# setting ``render_worker_nice`` has the same default; a test pins them together): under contention
 # for the CPU the event loop, which answers every caller, comes before the renders and the
 # crawl work of any one of them; browser pages (``browser.page_nice``, 10) come after.
 WORKER_NICE = 5
