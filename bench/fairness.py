@@ -399,6 +399,7 @@ def egress_flood(name: str, args: argparse.Namespace) -> list[Row]:
         result = fairness_egress.flood_maps()
         note = "16 maps of a 50,000-URL sitemap"
     print(result, flush=True)
+    note += f"; {result['flood_answered']} answered while timed; upstream and flood at nice 19"
     return [fairness_egress.as_row(result, note)]
 
 
