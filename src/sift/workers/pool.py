@@ -72,6 +72,9 @@ log = logging.getLogger("sift.render")
 
 # How long a new worker may take to import the renderer and answer "ready".
 START_TIMEOUT_S = 60.0
+# How long a replacement may take to say it is ready before the killed render's turn is
+# given back anyway (it is then taken as it is: ``_call_on`` waits for it, up to the above).
+READY_WAIT_S = 10.0
 # After a worker failed to start, renders fail fast for this long before the next attempt,
 # so a pool that cannot start workers does not spawn one per request.
 BROKEN_RETRY_S = 2.0
@@ -216,26 +219,26 @@ class RenderPool:
         with self._lock:
             return [w.pid for w in self._all if w.pid is not None and w.proc.is_alive()]
 
-    def _spawn(self) -> None:
-        """Start one worker and make it idle (not once the pool is closed). Raises what
-        starting a process raises (``OSError``: no fork server, no process left)."""
+    def _spawn(self, *, wait_ready: bool = False) -> None:
+        """Start one worker and make it idle (not once the pool is closed); with
+        ``wait_ready``, only once it has said it is ready (at most ``READY_WAIT_S``). Raises
+        what starting a process raises (``OSError``: no fork server, no process left)."""
         with self._lock:
             if self._closed:
                 return
             self._started += 1
             number = self._started
         worker = WorkerProcess(self._ctx, self.memory_bytes, number, self.nice)
-        if not self._adopt(worker):
-            worker.kill()
-
-    def _adopt(self, worker: WorkerProcess) -> bool:
-        """Make a new worker idle; False once the pool is closed."""
         with self._lock:
             if self._closed:
-                return False
-            self._all.add(worker)
-            self._idle.put(worker)
-            return True
+                worker.kill()
+                return
+            self._all.add(worker)  # from now on ``close`` kills it (the wait below ends)
+        if wait_ready:
+            worker.conn.poll(READY_WAIT_S)  # "ready", or the end of a worker that died
+        with self._lock:
+            if not self._closed:
+                self._idle.put(worker)
 
     def _spawn_in_background(self, count: int) -> None:
         """Start ``count`` workers from a thread, retrying every ``BROKEN_RETRY_S`` while
@@ -264,7 +267,11 @@ class RenderPool:
                 return
             self.replaced += 1
         try:
-            self._spawn()  # a fork from the fork server: milliseconds
+            # A fork from the fork server, then its start-up render: milliseconds, more under
+            # load. The thread waits for it with the killed render's turn still held, so the
+            # caller whose render was killed pays for the restart, and an idle worker is
+            # always a ready one (the kept turn never waits for a start).
+            self._spawn(wait_ready=True)
         except Exception:  # noqa: BLE001 - retried (and named) from a thread of its own
             self._spawn_in_background(1)
 
