@@ -72,8 +72,7 @@ log = logging.getLogger("sift.render")
 
 # How long a new worker may take to import the renderer and answer "ready".
 START_TIMEOUT_S = 60.0
-# How long a replacement may take to say it is ready before the killed render's turn is
-# given back anyway (it is then taken as it is: ``_call_on`` waits for it, up to the above).
+# How long a killed worker's replacement is waited for before its turn is given back anyway.
 READY_WAIT_S = 10.0
 # After a worker failed to start, renders fail fast for this long before the next attempt,
 # so a pool that cannot start workers does not spawn one per request.
@@ -229,16 +228,24 @@ class RenderPool:
             self._started += 1
             number = self._started
         worker = WorkerProcess(self._ctx, self.memory_bytes, number, self.nice)
+        if not self._keep(worker, idle=not wait_ready):
+            worker.kill()  # the pool closed while it started
+            return
+        if wait_ready:  # it is in ``_all`` now: ``close`` kills it and the wait ends
+            worker.conn.poll(READY_WAIT_S)  # "ready", or the end of a worker that died
+            with self._lock:
+                if not self._closed:
+                    self._idle.put(worker)
+
+    def _keep(self, worker: WorkerProcess, *, idle: bool) -> bool:
+        """Count ``worker`` among the pool's (and make it idle); False once closed."""
         with self._lock:
             if self._closed:
-                worker.kill()
-                return
-            self._all.add(worker)  # from now on ``close`` kills it (the wait below ends)
-        if wait_ready:
-            worker.conn.poll(READY_WAIT_S)  # "ready", or the end of a worker that died
-        with self._lock:
-            if not self._closed:
+                return False
+            self._all.add(worker)
+            if idle:
                 self._idle.put(worker)
+            return True
 
     def _spawn_in_background(self, count: int) -> None:
         """Start ``count`` workers from a thread, retrying every ``BROKEN_RETRY_S`` while
@@ -429,10 +436,8 @@ class RenderPool:
             return result
 
     def _prefer_ready(self, worker: WorkerProcess | None) -> WorkerProcess | None:
-        """``worker``, or, while it is still starting, an idle worker that is ready (it goes
-        back in line): a render never waits for a replacement's start while a started worker
-        idles — after two kills in a row, the spare and the kept turn's worker are taken and
-        the idle line starts with the replacements."""
+        """``worker``, or, while it is still starting (the pool's first workers), an idle
+        worker that is ready (it goes back in line)."""
         for _ in range(self._idle.qsize()):
             if worker is None or worker.ready or worker.conn.poll(0):
                 return worker
