@@ -26,9 +26,9 @@ them (issue 24).
   every worker cannot make another caller's single render wait for one of them to end.
 - **Restarts.** A killed worker's replacement is forked warm from a fork server
   (``workers.process``): ready in tens of milliseconds, not the seconds a fresh interpreter
-  importing the renderer took. With ``spare`` workers more than turns (the server keeps
-  one), the next render takes a worker already started while the replacement starts: idle
-  workers are used in turn, so each is warm.
+  importing the renderer took. The killed render's turn is given back only once the
+  replacement is ready, so the caller whose render was killed pays for the restart and an
+  idle worker is always a ready one; ``spare`` workers more than turns are kept started.
 - **Priority.** Workers run ``nice`` (``render_worker_nice``; ``WORKER_NICE``, 5, for a pool
   built directly) below the server's process: when the CPU is short, the event loop (every
   caller's requests) comes first.
