@@ -145,7 +145,9 @@ def _install(up: Upstream, canary_port: int, raw_port: int) -> None:
     up.page(
         "/busy",
         "<p>A page that polls without end.</p><button id='x'>x</button>"
-        "<script>setInterval(() => fetch('/ping'), 100);</script>",
+        # /hang never answers: the network stays busy however slowly a loaded machine runs
+        # the poll (a renderer stalled past network_quiet_s let the page settle: a 200).
+        "<script>fetch('/hang'); setInterval(() => fetch('/ping'), 100);</script>",
     )
     up.page("/private", "<p>kept from robots</p>")
     up.page("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
@@ -167,7 +169,12 @@ def _install(up: Upstream, canary_port: int, raw_port: int) -> None:
             content_type="text/html",
         )
 
+    async def hang(request: web.Request) -> web.StreamResponse:
+        await asyncio.Event().wait()  # cancelled when the page goes (handler_cancellation)
+        raise AssertionError("unreachable")
+
     up.route("/feed/more", more)
+    up.route("/hang", hang)
     up.route("/infinite/rows", rows)
     up.route("/results", results)
 
