@@ -36,6 +36,7 @@ import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -97,9 +98,18 @@ def _upstream(port: int, latency_s: float) -> None:
     web.run_app(app, host="127.0.0.1", port=port, print=None, handle_signals=True)
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+def cpu_s(pid: int, tid: int | None = None) -> float:
+    """CPU seconds of a process (or of one of its threads, ``tid``), from /proc."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = Path(path).read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _db_thread_id() -> int:
+    """The native id of the database's worker thread (``sift.dcache.aio``)."""
+    return next(
+        t.native_id for t in threading.enumerate() if t.name == "sift-dcache" and t.native_id
+    )
 
 
 def _settings(tmp: Path, n: int, concurrency: int) -> Settings:
@@ -119,16 +129,29 @@ def _settings(tmp: Path, n: int, concurrency: int) -> Settings:
 
 @dataclasses.dataclass
 class Side:
-    """One side's totals in one round: seconds, CPU seconds, fetches."""
+    """One side's totals in one round: seconds, CPU seconds (sift's in all, of which this
+    process's and, of that, the database thread's), fetches."""
 
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    main_s: float = 0.0
+    db_s: float = 0.0
     n: int = 0
 
-    def add(self, wall_s: float, cpu: float, n: int) -> None:
+    def add(self, wall_s: float, cpu: tuple[float, float, float], n: int) -> None:
         self.wall_s += wall_s
-        self.cpu_s += cpu
+        self.cpu_s += cpu[0]
+        self.main_s += cpu[1]
+        self.db_s += cpu[2]
         self.n += n
+
+    def ms(self) -> str:
+        """CPU per fetch: all (this process, of which the DB thread)."""
+        per = 1000 / self.n
+        return (
+            f"{self.cpu_s * per:.2f} ms CPU ({self.main_s * per:.2f} here, "
+            f"DB thread {self.db_s * per:.2f})"
+        )
 
 
 async def _wait_up(ctl: httpx.AsyncClient, base: str) -> None:
@@ -179,15 +202,24 @@ async def run(args: argparse.Namespace) -> None:
                 for i in range(groups * size):
                     when = T0 + (i // size) * step_s
                     await watches.create(BENCH, {"url": f"{base}/w/{i}", "every": EVERY_S}, when)
-                pids = [os.getpid(), *parts.render_pool.pids()]
+                me, db_tid = os.getpid(), _db_thread_id()
+                CpuAt = tuple[dict[int, float], float]
 
-                def cpu() -> float:
-                    return sum(cpu_s(p) for p in pids)
+                def cpu() -> CpuAt:
+                    # The render workers are read again each time: they start in the
+                    # background and may be replaced; a worker counts while alive at both ends.
+                    procs = {p: cpu_s(p) for p in [me, *parts.render_pool.pids()]}
+                    return procs, cpu_s(me, db_tid)
+
+                def since(c0: CpuAt) -> tuple[float, float, float]:
+                    (p0, db0), (p1, db1) = c0, cpu()
+                    total = sum(p1[p] - p0[p] for p in p1.keys() & p0.keys())
+                    return total, p1[me] - p0[me], db1 - db0
 
                 async def as_watches(side: Side) -> None:
                     c0, t0 = cpu(), time.perf_counter()
                     checks = await sched.run_due()
-                    side.add(time.perf_counter() - t0, cpu() - c0, checks)
+                    side.add(time.perf_counter() - t0, since(c0), checks)
                     assert checks == size, checks
 
                 async def as_batch(side: Side, key: str, g: int) -> None:
@@ -198,7 +230,7 @@ async def run(args: argparse.Namespace) -> None:
                     c0, t0 = cpu(), time.perf_counter()
                     await jobs.submit(BENCH, key, body, int(clock()))
                     await runner.run_until_idle()
-                    side.add(time.perf_counter() - t0, cpu() - c0, size)
+                    side.add(time.perf_counter() - t0, since(c0), size)
 
                 for r in range(args.rounds + 1):
                     last = r == args.rounds  # nothing changes: the pages stay at round r - 1
@@ -219,9 +251,8 @@ async def run(args: argparse.Namespace) -> None:
                     rows.append((r, last, w, b))
                     print(
                         f"round {r}{' (nothing changes)' if last else ''}: watches "
-                        f"{w.n / w.wall_s:7.1f} checks/s, {1000 * w.cpu_s / w.n:.2f} ms CPU "
-                        f"per check | batch {b.n / b.wall_s:7.1f} targets/s, "
-                        f"{1000 * b.cpu_s / b.n:.2f} ms CPU per target | "
+                        f"{w.n / w.wall_s:7.1f} checks/s, {w.ms()} per check | batch "
+                        f"{b.n / b.wall_s:7.1f} targets/s, {b.ms()} per target | "
                         f"{(w.n / w.wall_s) / (b.n / b.wall_s):.2f}x",
                         flush=True,
                     )

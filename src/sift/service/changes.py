@@ -12,6 +12,15 @@ attribute test):
 The history is keyed by the caller's name, the request's ``tag`` and the normalised URL:
 one caller never reads another's. A diff of more than ``INLINE_DIFF_LINES`` lines runs in
 the render pool, under the class's render time limit, off the event loop.
+
+The memo (``history.memo_max_bytes``): each key's latest snapshot and its text as this node
+last read or wrote them. A fetch with ``max_age_s`` 0 (every watch check) compares against
+the memo, so it reads nothing from the store before the fetch and, on a change, not the
+previous text either; its write is *checked* (``HistoryStore.record``'s ``expect``): if
+another writer replaced the latest meanwhile (another node, a deleted watch, an eviction),
+nothing is written and the fetch compares again against the latest the store has. Other
+fetches read the store as before (their cache rule, ``max_age_for``, depends on the latest),
+and their writes are checked the same way.
 """
 
 from __future__ import annotations
@@ -30,14 +39,30 @@ from sift.changes.track import (
 from sift.config import HistorySettings
 from sift.errors import BadRequest, RenderFailed, RenderQueueTimeout, RenderUnavailable
 from sift.render import RenderOptions
+from sift.service.hotcache import BytesLRU
 from sift.service.validate import Request
 from sift.snapshot import Snapshot
-from sift.store.history import REMOVED, HistoryLimits, HistoryStore, NewSnapshot, SnapshotRow
+from sift.store.history import (
+    ANY_LATEST,
+    REMOVED,
+    Conflict,
+    HistoryLimits,
+    HistoryStore,
+    NewSnapshot,
+    SnapshotRow,
+)
 from sift.workers import RenderPool
 
 # Diffs of at most this many lines (the longer side, after the common head and tail) run in
 # place: a few milliseconds at worst. Longer ones go to the render pool.
 INLINE_DIFF_LINES = 1000
+# Checked writes before the last one, which writes whatever the latest then is (as a
+# fetch did before writes were checked): other writers cannot keep a fetch going forever.
+CHECKED_WRITES = 3
+# What the memo counts for one key besides its text (the row, the key, the entry).
+_MEMO_ENTRY_BYTES = 512
+
+Key = tuple[str, str, str]  # (owner, tag, url)
 
 TextFor = Callable[[RenderOptions], Awaitable[str]]
 
@@ -63,6 +88,17 @@ def _already_seen(latest: SnapshotRow | None, new: NewSnapshot) -> bool:
     )
 
 
+class KnownLatest(NamedTuple):
+    """A key's latest snapshot as this node last saw it, and its text (None: not kept)."""
+
+    latest: SnapshotRow
+    text: str | None
+
+
+def _memo_bytes(memo: KnownLatest) -> int:
+    return _MEMO_ENTRY_BYTES + len(memo.text or "")
+
+
 class ChangeTracker:
     """The service's change tracking over a ``HistoryStore`` (None: refused)."""
 
@@ -73,6 +109,9 @@ class ChangeTracker:
         self.settings = settings
         self._limits = HistoryLimits(settings.max_snapshots, settings.max_bytes)
         self._pool = render_pool
+        self._memo: BytesLRU[Key, KnownLatest] = BytesLRU(
+            max_bytes=settings.memo_max_bytes, size=_memo_bytes
+        )
 
     async def start(self, req: Request) -> Tracking:
         """The history key of this request and its latest snapshot."""
@@ -83,13 +122,16 @@ class ChangeTracker:
                 "fetch through a sift server that has it open.",
             )
         tag = req.opts.tag or ""
-        latest = await self.history.latest(req.principal.name, tag, req.target.url)
-        return Tracking(req.principal.name, tag, req.target.url, latest)
+        key = (req.principal.name, tag, req.target.url)
+        memo = self._memo.get(key) if req.opts.max_age_s == 0 else None
+        latest = memo.latest if memo is not None else await self.history.latest(*key)
+        return Tracking(*key, latest)
 
     async def finish(
         self, tracking: Tracking, req: Request, snap: Snapshot, text_for: TextFor, deadline: float
     ) -> dict[str, Any] | None:
-        """The envelope's ``change`` (None for a 429/5xx answer, which is not recorded)."""
+        """The envelope's ``change`` (None for a 429/5xx answer, which is not recorded).
+        Returned once the snapshot is recorded (committed): a change reported is never lost."""
         assert self.history is not None  # start() refused otherwise
         if says_nothing(snap.status):
             return None
@@ -97,15 +139,33 @@ class ChangeTracker:
         if snap.status not in (404, 410):
             text = await text_for(compare_options(req.ropts, req.opts.ignore))
         new = snapshot_of(text, snap.digest, snap.status, snap.fetched_at)
+        key = (tracking.owner, tracking.tag, tracking.url)
         latest = tracking.latest
-        status = status_of(latest, new)
-        diff: Diff | None = None
-        if status == "changed" and latest is not None:
-            old = "" if latest.digest == REMOVED else await self.history.text(latest.digest)
-            diff = await self._diff(old or "", text, req, deadline)
-        if not _already_seen(latest, new):  # a copy compared before: nothing to write
-            await self.history.record(tracking.owner, tracking.tag, tracking.url, new, self._limits)
-        return change_of(latest, status, diff)
+        for attempt in range(CHECKED_WRITES + 1):
+            status = status_of(latest, new)
+            diff: Diff | None = None
+            if status == "changed" and latest is not None:
+                diff = await self._diff(await self._text_of(key, latest), text, req, deadline)
+            if _already_seen(latest, new):  # a copy compared before: nothing to write
+                return change_of(latest, status, diff)
+            expect = latest if attempt < CHECKED_WRITES else ANY_LATEST
+            written = await self.history.record(*key, new, self._limits, expect)
+            if not isinstance(written, Conflict):
+                self._memo.put(key, KnownLatest(written, new.text))
+                return change_of(latest, status, diff)
+            self._memo.pop(key)  # another writer moved the key on: compare with its latest
+            latest = written.latest
+        raise AssertionError("unreachable: the last write is unchecked")
+
+    async def _text_of(self, key: Key, latest: SnapshotRow) -> str:
+        """The text of ``latest`` (the memo's, else the store's; "" for a tombstone)."""
+        assert self.history is not None
+        if latest.digest == REMOVED:
+            return ""
+        memo = self._memo.get(key)
+        if memo is not None and memo.latest.digest == latest.digest and memo.text is not None:
+            return memo.text
+        return await self.history.text(latest.digest) or ""
 
     async def _diff(self, old: str, new: str, req: Request, deadline: float) -> Diff:
         trimmed = trim(old, new)

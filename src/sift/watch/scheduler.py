@@ -10,7 +10,9 @@ and runs each check as a task:
   with a lease and a fencing token, so on several nodes each due check runs on exactly one;
   the claim moves the watch's next due time on by its interval in the same step, so a
   failed check (or a node that died mid-check) is tried again at the next interval, never
-  in a burst.
+  in a burst. A claim that found fewer due watches than it asked for drained the backlog:
+  the checks ending after it claim nothing more for ``watch.tick_s`` (a store round trip
+  each, for nothing), unless a watch is created here or ``run_due`` is called.
 - **Politeness**: a ``batch.politeness.HostGate`` per node (``batch.per_host`` checks at
   once per host, one until robots.txt gave its Crawl-delay, which then spaces the starts;
   a 429/503's Retry-After closes the host for that long). A check waits for its host
@@ -82,12 +84,16 @@ class Scheduler:
         self._main: asyncio.Task[None] | None = None
         self._stop_task: asyncio.Future[None] | None = None
         self._hurry = asyncio.Event()
+        # When a claim last found fewer due watches than it asked for (None: not since the
+        # last one that filled up, or a watch was created here).
+        self._drained_at: float | None = None
         self.checks_done = 0  # checks recorded by this node (metrics, benchmarks)
 
     # -- control ------------------------------------------------------------------------------
 
     def notify(self) -> None:
         """A watch was created: look for due checks now."""
+        self._drained_at = None
         self._wake.set()
 
     def start(self) -> None:
@@ -138,6 +144,7 @@ class Scheduler:
     async def run_due(self) -> int:
         """Claim and run every check due at ``clock()`` until none is left; how many ran.
         For tests and benchmarks (the loop does the same, one tick at a time)."""
+        self._drained_at = None
         total = 0
         while True:
             self._wake.clear()
@@ -159,10 +166,10 @@ class Scheduler:
             # Idle: drop what the gate knows of hosts with nothing pending (bounded memory;
             # a host checked again later reads its robots.txt rules, cached, once more).
             self._gate.forget_idle(self._clock())
-        if len(self._ready) < free:
-            claimed = await self._watches.claim_due_watches(
-                self._clock(), self.settings.watch.claim_batch, self.settings.watch.lease_s
-            )
+        if len(self._ready) < free and not self._drained(now := self._clock()):
+            batch = self.settings.watch.claim_batch
+            claimed = await self._watches.claim_due_watches(now, batch, self.settings.watch.lease_s)
+            self._drained_at = now if len(claimed) < batch else None
             self._ready.extend(claimed)
         started = 0
         while self._ready and started < free:
@@ -173,6 +180,11 @@ class Scheduler:
             task.add_done_callback(self._on_done)
             started += 1
         return started
+
+    def _drained(self, now: float) -> bool:
+        """The last claim, less than ``watch.tick_s`` ago, left no due watch behind."""
+        drained_at = self._drained_at
+        return drained_at is not None and now < drained_at + self.settings.watch.tick_s
 
     def _on_done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
