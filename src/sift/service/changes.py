@@ -25,7 +25,9 @@ and their writes are checked the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from sift.changes.diff import Diff, trim, unified_trimmed
@@ -45,9 +47,11 @@ from sift.snapshot import Snapshot
 from sift.store.history import (
     ANY_LATEST,
     REMOVED,
+    WATCH_TAG_PREFIX,
     Conflict,
     HistoryLimits,
     HistoryStore,
+    HistoryWrite,
     NewSnapshot,
     SnapshotRow,
 )
@@ -88,6 +92,18 @@ def _already_seen(latest: SnapshotRow | None, new: NewSnapshot) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """A history write still to make: the snapshot of a ``changes`` fetch, checked against
+    ``latest`` (what its change was computed from), and what a new comparison needs."""
+
+    write: HistoryWrite
+    latest: SnapshotRow | None
+    req: Request
+    deadline: float
+    attempt: int = 0
+
+
 class KnownLatest(NamedTuple):
     """A key's latest snapshot as this node last saw it, and its text (None: not kept)."""
 
@@ -112,6 +128,8 @@ class ChangeTracker:
         self._memo: BytesLRU[Key, KnownLatest] = BytesLRU(
             max_bytes=settings.memo_max_bytes, size=_memo_bytes
         )
+        # Watch checks' writes, until their scheduler takes them (one per watch at most).
+        self._deferred: dict[tuple[str, str], Deferred] = {}
 
     async def start(self, req: Request) -> Tracking:
         """The history key of this request and its latest snapshot."""
@@ -131,7 +149,8 @@ class ChangeTracker:
         self, tracking: Tracking, req: Request, snap: Snapshot, text_for: TextFor, deadline: float
     ) -> dict[str, Any] | None:
         """The envelope's ``change`` (None for a 429/5xx answer, which is not recorded).
-        Returned once the snapshot is recorded (committed): a change reported is never lost."""
+        Returned once the snapshot is recorded (committed): a change reported is never lost
+        — except a watch check's, which is left to its scheduler (``take_deferred``)."""
         assert self.history is not None  # start() refused otherwise
         if says_nothing(snap.status):
             return None
@@ -140,22 +159,66 @@ class ChangeTracker:
             text = await text_for(compare_options(req.ropts, req.opts.ignore))
         new = snapshot_of(text, snap.digest, snap.status, snap.fetched_at)
         key = (tracking.owner, tracking.tag, tracking.url)
-        latest = tracking.latest
-        for attempt in range(CHECKED_WRITES + 1):
-            status = status_of(latest, new)
-            diff: Diff | None = None
-            if status == "changed" and latest is not None:
-                diff = await self._diff(await self._text_of(key, latest), text, req, deadline)
-            if _already_seen(latest, new):  # a copy compared before: nothing to write
-                return change_of(latest, status, diff)
-            expect = latest if attempt < CHECKED_WRITES else ANY_LATEST
-            written = await self.history.record(*key, new, self._limits, expect)
+        first = Deferred(
+            HistoryWrite(*key, new, self._limits, tracking.latest), tracking.latest, req, deadline
+        )
+        pending: Deferred | None
+        change, pending = await self._compare(first, tracking.latest)
+        if tracking.tag.startswith(WATCH_TAG_PREFIX):
+            if pending is not None:
+                self._deferred[(tracking.owner, tracking.tag)] = pending
+            return change
+        while pending is not None:
+            written = await self.history.record(*key, new, self._limits, pending.write.expect)
             if not isinstance(written, Conflict):
-                self._memo.put(key, KnownLatest(written, new.text))
-                return change_of(latest, status, diff)
-            self._memo.pop(key)  # another writer moved the key on: compare with its latest
-            latest = written.latest
-        raise AssertionError("unreachable: the last write is unchecked")
+                self.written(pending, written)
+                return change
+            change, pending = await self.again(pending, written)
+        return change
+
+    def take_deferred(self, owner: str, tag: str) -> Deferred | None:
+        """The history write a watch check (tag ``watch:*``) left for its scheduler, which
+        writes it with the check's event in one transaction (``WatchStore.
+        record_check_and_history``), then calls ``written`` — or ``again`` on a conflict."""
+        return self._deferred.pop((owner, tag), None)
+
+    def written(self, pending: Deferred, row: SnapshotRow) -> None:
+        """``pending`` was written as ``row``: the key's latest now."""
+        write = pending.write
+        self._memo.put((write.owner, write.tag, write.url), KnownLatest(row, write.snap.text))
+
+    async def again(
+        self, pending: Deferred, conflict: Conflict
+    ) -> tuple[dict[str, Any], Deferred | None]:
+        """Another writer moved the key on (``conflict``): compare with the latest it found.
+        The change, and the write to make (None: nothing to write)."""
+        write = pending.write
+        self._memo.pop((write.owner, write.tag, write.url))
+        return await self._compare(pending, conflict.latest, pending.attempt + 1)
+
+    async def _compare(
+        self, pending: Deferred, latest: SnapshotRow | None, attempt: int = 0
+    ) -> tuple[dict[str, Any], Deferred | None]:
+        """The change from ``latest`` to ``pending``'s snapshot, and the write that records
+        it, checked against ``latest`` (the last of ``CHECKED_WRITES + 1`` unchecked); None
+        when there is nothing to write (a copy compared before)."""
+        write, new = pending.write, pending.write.snap
+        status = status_of(latest, new)
+        diff: Diff | None = None
+        if status == "changed" and latest is not None:
+            old = await self._text_of((write.owner, write.tag, write.url), latest)
+            diff = await self._diff(old, new.text or "", pending.req, pending.deadline)
+        change = change_of(latest, status, diff)
+        if _already_seen(latest, new):
+            return change, None
+        expect = latest if attempt < CHECKED_WRITES else ANY_LATEST
+        return change, Deferred(
+            dataclasses.replace(write, expect=expect),
+            latest,
+            pending.req,
+            pending.deadline,
+            attempt,
+        )
 
     async def _text_of(self, key: Key, latest: SnapshotRow) -> str:
         """The text of ``latest`` (the memo's, else the store's; "" for a tombstone)."""

@@ -88,6 +88,19 @@ ANY_LATEST: Final = Unchecked.ANY
 Expect = SnapshotRow | None | Unchecked
 
 
+@dataclass(frozen=True)
+class HistoryWrite:
+    """A ``record`` to make in the same transaction as something else: a watch check's
+    snapshot with the check's event (``WatchStore.record_check_and_history``)."""
+
+    owner: str
+    tag: str
+    url: str
+    snap: NewSnapshot
+    limits: HistoryLimits
+    expect: Expect
+
+
 class HistoryStore(Protocol):
     """The change history of every caller; SQLite (``sqlite.history``) or PostgreSQL
     (``postgres.history``)."""

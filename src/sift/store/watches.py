@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, Protocol
 
 from sift.errors import NotFound, QuotaExceeded
 from sift.jsonio import loads
+from sift.store.history import Conflict, HistoryWrite, SnapshotRow
 
 Outcome = Literal["ok", "failed"]
 
@@ -208,6 +209,15 @@ class WatchStore(Protocol):
         """Store ``event`` (its ``seq`` is assigned here) under the claim ``token`` and free
         the lease; keep the newest ``keep`` events. False (nothing written) when the watch is
         gone or claimed again since."""
+        ...
+
+    async def record_check_and_history(
+        self, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+    ) -> SnapshotRow | Conflict | None:
+        """``record_check`` and the check's history snapshot (``HistoryStore.record`` of
+        ``write``) in one transaction: both or neither. The snapshot as written; None
+        (nothing written) when the watch is gone or claimed again since; ``Conflict``
+        (nothing written) when the history's latest is not ``write.expect``."""
         ...
 
     async def release_watch_leases(self) -> int:

@@ -44,9 +44,10 @@ from sift.jsonio import loads
 from sift.principal import Principal
 from sift.service import Service
 from sift.store import BatchStore
+from sift.store.history import Conflict
 from sift.store.hosts import host_key
 from sift.store.watches import Watch, WatchEvent, is_change
-from sift.watch.check import check_options, run_check
+from sift.watch.check import Checked, check_options, event_from, run_check
 from sift.watch.notify import change_event, hand_over
 
 log = logging.getLogger("sift.watch")
@@ -236,28 +237,48 @@ class Scheduler:
         try:
             await self._probe(host, principal, watch)
             now = self._clock()
-            event, envelope = await run_check(self._service, principal, watch, now)
+            checked = await run_check(self._service, principal, watch, now)
         finally:
             await self._leave(host)
             if (me := asyncio.current_task()) is not None:
                 self._slots.discard(me)
             self._wake.set()  # a slot is free
-        if envelope is not None:
-            self._back_off(host, envelope, now)
-        await self._record(watch, event, envelope)
-
-    async def _record(
-        self, watch: Watch, event: WatchEvent, envelope: dict[str, Any] | None
-    ) -> None:
+        if checked.envelope is not None:
+            self._back_off(host, checked.envelope, now)
         try:
-            kept = await self._watches.record_check(
-                event, watch.token, self.settings.watch.events_kept
-            )
+            event = await self._write(watch, checked, now)
         except SiftError:
             log.exception("watch %s: recording a check failed", watch.id)
             return
-        if not kept:
-            return  # deleted, or claimed again after the lease ran out
+        if event is not None:
+            await self._after(watch, event, checked.envelope)
+
+    async def _write(self, watch: Watch, checked: Checked, now: float) -> WatchEvent | None:
+        """Write the check's event and its history snapshot in one transaction; the event
+        as written, or None when nothing was (the watch was deleted, or claimed again
+        after its lease ran out). When another writer moved the watch's history on (another
+        node), the check is compared again with the latest it left."""
+        keep, tracker = self.settings.watch.events_kept, self._service.changes
+        event, pending = checked.event, checked.pending
+        while pending is not None:
+            written = await self._watches.record_check_and_history(
+                event, watch.token, keep, pending.write
+            )
+            if written is None:
+                return None
+            if not isinstance(written, Conflict):
+                tracker.written(pending, written)
+                return event
+            change, pending = await tracker.again(pending, written)
+            assert checked.envelope is not None  # a fetch that raised writes no history
+            event = event_from(watch, now, {**checked.envelope, "change": change})
+        kept = await self._watches.record_check(event, watch.token, keep)
+        return event if kept else None
+
+    async def _after(
+        self, watch: Watch, event: WatchEvent, envelope: dict[str, Any] | None
+    ) -> None:
+        """A check is recorded: count it and, on a change, queue its webhook."""
         self.checks_done += 1
         if is_change(event) and envelope is not None and event.change is not None:
             fetched_at = envelope.get("fetched_at", event.checked_at)

@@ -100,6 +100,14 @@ class WatchTablesMixin(SqliteHost):
                 claimed.append(watch_row(row))
         return claimed
 
+    def holds_claim(self, watch_id: str, token: int) -> bool:
+        """The watch still exists and its last claim is ``token``."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM watch WHERE id = ? AND token = ?", (watch_id, token)
+            ).fetchone()
+        return row is not None
+
     def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
         failed = 1 if event.outcome == "failed" else 0
         changed = 1 if is_change(event) else 0

@@ -3,9 +3,26 @@
 
 from __future__ import annotations
 
+from sift.store.history import Conflict, HistoryWrite, SnapshotRow
 from sift.store.sqlite.tables import BatchTables as DB
 from sift.store.sqlite.worker import DBWorker
 from sift.store.watches import Watch, WatchEvent
+
+
+def record_check_and_history(
+    db: DB, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+) -> SnapshotRow | Conflict | None:
+    """``WatchStore.record_check_and_history``: one transaction on the worker thread."""
+    with db.transaction():
+        if not db.holds_claim(event.watch_id, token):
+            return None
+        written = db.record_history(
+            write.owner, write.tag, write.url, write.snap, write.limits, write.expect
+        )
+        if isinstance(written, Conflict):
+            return written
+        db.record_check(event, token, keep)
+    return written
 
 
 class SqliteWatchStore:
@@ -34,6 +51,11 @@ class SqliteWatchStore:
 
     async def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
         return await self.adb.run(DB.record_check, event, token, keep)
+
+    async def record_check_and_history(
+        self, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+    ) -> SnapshotRow | Conflict | None:
+        return await self.adb.run(record_check_and_history, event, token, keep, write)
 
     async def release_watch_leases(self) -> int:
         return await self.adb.run(DB.release_watch_leases)
