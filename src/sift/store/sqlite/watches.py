@@ -86,18 +86,19 @@ class WatchTablesMixin(SqliteHost):
                     (now, now, limit),
                 ).fetchall()
             ]
-            claimed: list[Watch] = []
-            for watch_id in ids:
-                row = conn.execute(
-                    # next_due_after: the first due time past now on the watch's grid
-                    # (CAST truncates, a floor here: now >= next_due).
-                    "UPDATE watch SET token = token + 1, lease_until = ?, "
-                    "next_due = next_due + every_s * (CAST((? - next_due) / every_s AS INTEGER)"
-                    " + 1) WHERE id = ? "
-                    f"RETURNING {WATCH_COLS}",
-                    (now + lease_s, now, watch_id),
-                ).fetchone()
-                claimed.append(watch_row(row))
+            # One statement for the whole batch, on the same rows (nothing else writes in
+            # between); RETURNING's order is SQLite's own: put them back in due order.
+            rows = conn.execute(
+                # next_due_after: the first due time past now on the watch's grid
+                # (CAST truncates, a floor here: now >= next_due).
+                "UPDATE watch SET token = token + 1, lease_until = ?, "
+                "next_due = next_due + every_s * (CAST((? - next_due) / every_s AS INTEGER)"
+                f" + 1) WHERE id IN ({due}ORDER BY next_due, id LIMIT ?) "
+                f"RETURNING {WATCH_COLS}",
+                (now + lease_s, now, now, now, limit),
+            ).fetchall()
+            by_id = {str(row[0]): watch_row(row) for row in rows}
+            claimed = [by_id[watch_id] for watch_id in ids]
         return claimed
 
     def holds_claim(self, watch_id: str, token: int) -> bool:
