@@ -25,7 +25,6 @@ and their writes are checked the same way.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -212,13 +211,10 @@ class ChangeTracker:
         if _already_seen(latest, new):
             return change, None
         expect = latest if attempt < CHECKED_WRITES else ANY_LATEST
-        return change, Deferred(
-            dataclasses.replace(write, expect=expect),
-            latest,
-            pending.req,
-            pending.deadline,
-            attempt,
-        )
+        if expect is write.expect and attempt == pending.attempt:
+            return change, pending  # the first comparison: written as built
+        again = HistoryWrite(write.owner, write.tag, write.url, new, write.limits, expect)
+        return change, Deferred(again, latest, pending.req, pending.deadline, attempt)
 
     async def _text_of(self, key: Key, latest: SnapshotRow) -> str:
         """The text of ``latest`` (the memo's, else the store's; "" for a tombstone)."""

@@ -163,9 +163,13 @@ def event_summary(event: WatchEvent) -> str:
     return status if isinstance(status, str) else "ok"
 
 
+# The summaries (``event_summary``) of a check that saw the page change or go away.
+CHANGE_SUMMARIES: Final = frozenset({"changed", "removed"})
+
+
 def is_change(event: WatchEvent) -> bool:
     """The check saw the page change (or go away): what a webhook is sent for."""
-    return event_summary(event) in ("changed", "removed")
+    return event_summary(event) in CHANGE_SUMMARIES
 
 
 def next_due_after(due: float, every_s: float, now: float) -> float:

@@ -47,7 +47,7 @@ from sift.service import Service
 from sift.store import BatchStore
 from sift.store.history import Conflict
 from sift.store.hosts import host_key
-from sift.store.watches import Watch, WatchEvent, is_change
+from sift.store.watches import CHANGE_SUMMARIES, Watch, WatchEvent
 from sift.watch.check import Checked, check_options, event_from, run_check
 from sift.watch.notify import change_event, hand_over
 
@@ -285,12 +285,13 @@ class Scheduler:
     ) -> None:
         """A check is recorded: count it and, on a change, queue its webhook."""
         self.checks_done += 1
-        if is_change(event) and envelope is not None and event.change is not None:
+        if not watch.webhook or envelope is None or event.change is None:
+            return  # no webhook to queue (``hand_over`` would queue nothing)
+        change = loads(event.change)
+        if change.get("status") in CHANGE_SUMMARIES:
             fetched_at = envelope.get("fetched_at", event.checked_at)
             try:
-                await hand_over(
-                    self._store, watch, change_event(watch, loads(event.change), fetched_at)
-                )
+                await hand_over(self._store, watch, change_event(watch, change, fetched_at))
             except SiftError:
                 log.exception("watch %s: queueing its webhook failed", watch.id)
 
@@ -298,6 +299,10 @@ class Scheduler:
 
     async def _enter(self, host: str) -> None:
         """Wait until ``host`` may take one more check, then count it started."""
+        now = self._clock()
+        if self._gate.is_open(host, now):  # the common case, with no await in between
+            self._gate.started(host, now)
+            return
         async with self._host_changed:
             while True:
                 now = self._clock()

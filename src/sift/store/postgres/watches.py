@@ -16,13 +16,13 @@ from sift.store.history import Conflict, HistoryWrite, SnapshotRow
 from sift.store.postgres.conn import Cursor, PgConn
 from sift.store.postgres.history import record_in
 from sift.store.watches import (
+    CHANGE_SUMMARIES,
     EVENT_COLS,
     WATCH_COLS,
     Watch,
     WatchEvent,
     event_row,
     event_summary,
-    is_change,
     too_many_watches,
     watch_not_found,
     watch_row,
@@ -146,15 +146,16 @@ def _prefixed(alias: str) -> str:
 
 async def _record_check_in(cur: Cursor, event: WatchEvent, token: int, keep: int) -> bool:
     """``record_check`` inside the caller's transaction (``cur``)."""
+    summary = event_summary(event)
     await cur.execute(
         "UPDATE watch SET lease_until = 0, checks = checks + 1, "
         "failures = failures + %s, changes = changes + %s, last_checked_at = %s, "
         "last_outcome = %s WHERE id = %s AND token = %s RETURNING id",
         (
             1 if event.outcome == "failed" else 0,
-            1 if is_change(event) else 0,
+            1 if summary in CHANGE_SUMMARIES else 0,
             event.checked_at,
-            event_summary(event),
+            summary,
             event.watch_id,
             token,
         ),

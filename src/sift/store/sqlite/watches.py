@@ -11,13 +11,13 @@ import sqlite3
 
 from sift.store.sqlite.host import SqliteHost
 from sift.store.watches import (
+    CHANGE_SUMMARIES,
     EVENT_COLS,
     WATCH_COLS,
     Watch,
     WatchEvent,
     event_row,
     event_summary,
-    is_change,
     too_many_watches,
     watch_not_found,
     watch_row,
@@ -111,13 +111,14 @@ class WatchTablesMixin(SqliteHost):
 
     def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
         failed = 1 if event.outcome == "failed" else 0
-        changed = 1 if is_change(event) else 0
+        summary = event_summary(event)
+        changed = 1 if summary in CHANGE_SUMMARIES else 0
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE watch SET lease_until = 0, checks = checks + 1, "
                 "failures = failures + ?, changes = changes + ?, last_checked_at = ?, "
                 "last_outcome = ? WHERE id = ? AND token = ?",
-                (failed, changed, event.checked_at, event_summary(event), event.watch_id, token),
+                (failed, changed, event.checked_at, summary, event.watch_id, token),
             )
             if cur.rowcount == 0:
                 return False
