@@ -156,8 +156,12 @@ class ChangeTracker:
         text = ""
         if snap.status not in (404, 410):
             text = await text_for(compare_options(req.ropts, req.opts.ignore))
-        new = snapshot_of(text, snap.digest, snap.status, snap.fetched_at)
         key = (tracking.owner, tracking.tag, tracking.url)
+        memo = self._memo.get(key)
+        known = None
+        if memo is not None and memo.text is not None and memo.latest.digest != REMOVED:
+            known = (memo.text, memo.latest.digest)
+        new = snapshot_of(text, snap.digest, snap.status, snap.fetched_at, known)
         first = Deferred(
             HistoryWrite(*key, new, self._limits, tracking.latest), tracking.latest, req, deadline
         )
