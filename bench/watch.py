@@ -17,9 +17,12 @@ one batch job (``max_age_s`` 0, as a check fetches) run to the end; which side g
 alternates. Short sub-rounds side by side keep the load of the shared machine (other work on
 2 cores) the same for both sides. Both sides get the same concurrency and per-host limit.
 Figures: checks/s vs targets/s per round, the median of those ratios (bound: >= 0.9x), and
-sift's CPU per check (this process + render
-workers, from /proc) in the changing rounds and in one last round where nothing changes
-(CPU per unchanged check). Round 0 (every page new) is a warm-up and not counted.
+sift's CPU per check in the changing rounds and in one last round where nothing changes (CPU
+per unchanged check): all of sift (this process + the render workers, read again at each
+measure: they start in the background and may be replaced), this process alone, and of
+that the database thread (``sift-dcache``), from /proc. Round 0 (every page new) is a
+warm-up and not counted. Before 2026-12-04 the render workers were read once, before they
+had started: the CPU figures were this process only.
 
 Data: generated in the run.
 """

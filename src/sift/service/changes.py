@@ -7,14 +7,16 @@ attribute test):
    max age so no cached copy older than it is served (``track.max_age_for``);
 2. ``finish`` — after the render: the compared text (the markdown render with the ``ignore``
    selectors excluded, a second render only when it differs from the one served), the
-   ``change`` object, and the snapshot recorded in the history (``sift.store.history``).
+   ``change`` object, and the snapshot recorded in the history (``sift.store.history``) —
+   except a watch check's (tag ``watch:*``), which is left to the watch scheduler
+   (``take_deferred``): it writes the snapshot with the check's event in one transaction.
 
 The history is keyed by the caller's name, the request's ``tag`` and the normalised URL:
 one caller never reads another's. A diff of more than ``INLINE_DIFF_LINES`` lines runs in
 the render pool, under the class's render time limit, off the event loop.
 
 The memo (``history.memo_max_bytes``): each key's latest snapshot and its text as this node
-last read or wrote them. A fetch with ``max_age_s`` 0 (every watch check) compares against
+last wrote them. A fetch with ``max_age_s`` 0 (every watch check) compares against
 the memo, so it reads nothing from the store before the fetch and, on a change, not the
 previous text either; its write is *checked* (``HistoryStore.record``'s ``expect``): if
 another writer replaced the latest meanwhile (another node, a deleted watch, an eviction),
