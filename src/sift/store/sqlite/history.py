@@ -136,6 +136,22 @@ class HistoryMixin(SqliteHost):
         """``HistoryStore.record``: touch the latest, or add a snapshot and keep the bounds."""
         key = (owner, tag, url)
         with self._write() as conn:
+            if isinstance(expect, SnapshotRow) and expect.digest == snap.digest:
+                # The common case of a watch (same text as the latest it expects): the check
+                # and the touch in one statement; anything else takes the general way.
+                touched = _touched(expect, snap)
+                if conn.execute(
+                    "UPDATE history_snap SET seen_at = ?, body_digest = ?, http_status = ? "
+                    "WHERE id = ? AND owner = ? AND tag = ? AND url = ? AND latest = 1 "
+                    "AND digest = ? AND body_digest = ? AND http_status = ? AND fetched_at = ? "
+                    "AND seen_at = ?",
+                    (
+                        *(touched.seen_at, touched.body_digest, touched.http_status),
+                        *(expect.id, *key, expect.digest, expect.body_digest),
+                        *(expect.http_status, expect.fetched_at, expect.seen_at),
+                    ),
+                ).rowcount:
+                    return touched
             row = conn.execute(
                 f"SELECT {_COLS} FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
                 "ORDER BY id DESC LIMIT 1",
@@ -145,15 +161,7 @@ class HistoryMixin(SqliteHost):
             if expect is not ANY_LATEST and current != expect:
                 return Conflict(current)
             if current is not None and current.digest == snap.digest:
-                touched = SnapshotRow(
-                    current.id,
-                    current.digest,
-                    snap.body_digest,
-                    snap.http_status,
-                    current.fetched_at,
-                    max(current.seen_at, snap.fetched_at),
-                    True,
-                )
+                touched = _touched(current, snap)
                 conn.execute(
                     "UPDATE history_snap SET seen_at = ?, body_digest = ?, http_status = ? "
                     "WHERE id = ?",
@@ -190,6 +198,19 @@ class HistoryMixin(SqliteHost):
             snap.fetched_at,
             True,
         )
+
+
+def _touched(latest: SnapshotRow, snap: NewSnapshot) -> SnapshotRow:
+    """``latest`` seen again by ``snap`` (the same text)."""
+    return SnapshotRow(
+        latest.id,
+        latest.digest,
+        snap.body_digest,
+        snap.http_status,
+        latest.fetched_at,
+        max(latest.seen_at, snap.fetched_at),
+        True,
+    )
 
 
 def _sum_bytes(conn: sqlite3.Connection) -> int:
