@@ -19,7 +19,14 @@ from sift.changes.track import text_digest
 from sift.config import StoreSettings
 from sift.dcache import DB, AsyncDB
 from sift.options import parse_options
-from sift.store.history import REMOVED, HistoryLimits, HistoryStore, NewSnapshot
+from sift.store.history import (
+    REMOVED,
+    Conflict,
+    HistoryLimits,
+    HistoryStore,
+    NewSnapshot,
+    SnapshotRow,
+)
 from sift.store.postgres.store import PgBatchStore
 from sift.store.sqlite.historystore import SqliteHistory
 from sift.workers import RenderPool
@@ -203,3 +210,80 @@ async def test_the_service_keeps_its_history_in_postgresql(tmp_path: Path, pg_ur
         ]
     finally:
         await pg.close()
+
+
+async def test_a_checked_record_writes_only_over_the_latest_it_expects(
+    history: HistoryStore,
+) -> None:
+    """``expect``: the snapshot a fetch compared against. Another writer (another node)
+    that moved the key on in between makes the write a ``Conflict`` that names the latest it
+    found, and nothing is written; the answer of a write is the key's latest as written."""
+    first = await history.record("alice", "", "u", snap("one", 100), ROOMY, expect=None)
+    assert isinstance(first, SnapshotRow)
+    assert first == await history.latest("alice", "", "u")
+    assert (first.digest, first.body_digest, first.fetched_at, first.seen_at) == (
+        text_digest("one"),
+        "body-100",
+        100,
+        100,
+    )
+    # A key with history is not "no history".
+    assert await history.record("alice", "", "u", snap("two", 110), ROOMY, expect=None) == (
+        Conflict(first)
+    )
+    touched = await history.record("alice", "", "u", snap("one", 120), ROOMY, expect=first)
+    assert touched == dataclasses.replace(first, body_digest="body-120", seen_at=120)
+    assert touched == await history.latest("alice", "", "u")
+    # A write checked against the row before the touch: its seen_at moved on.
+    assert await history.record("alice", "", "u", snap("two", 130), ROOMY, expect=first) == (
+        Conflict(touched)
+    )
+    assert await rows(history, "alice", "u") == [("one", 100)]
+    assert await history.text(text_digest("two")) is None  # nothing written, the text neither
+    second = await history.record("alice", "", "u", snap("two", 130), ROOMY, expect=touched)
+    assert isinstance(second, SnapshotRow)
+    assert second == await history.latest("alice", "", "u")
+    assert (second.digest, second.fetched_at, second.seen_at) == (text_digest("two"), 130, 130)
+    assert await rows(history, "alice", "u") == [("one", 100), ("two", 130)]
+    # Unchecked (the default): written over whatever is there.
+    third = await history.record("alice", "", "u", snap("three", 140), ROOMY)
+    assert isinstance(third, SnapshotRow) and third.id > second.id
+    await history.forget("alice", "")
+    assert await history.record("alice", "", "u", snap("x", 150), ROOMY, expect=third) == (
+        Conflict(None)
+    )
+
+
+async def test_the_sqlite_byte_count_follows_other_connections_and_rollbacks(
+    tmp_path: Path,
+) -> None:
+    """The SQLite history keeps its byte count beside the table (no sum of every text per
+    record); it is counted again when another connection (another process on the file) has
+    written, and after a rollback, so the budget holds exactly all the same."""
+    path = tmp_path / "h.db"
+    adb = AsyncDB(DB.open(path))
+    other = DB.open(path)
+    try:
+        history = SqliteHistory(adb)
+        limits = HistoryLimits(max_snapshots=10, max_bytes=25)
+        await history.record("alice", "", "A", snap("a" * 10, 100), limits)
+        # Another connection adds 10 bytes the first one never saw written.
+        other.record_history("bob", "", "B", snap("b" * 10, 101), limits)
+        # 10 + 10 + 10 = 30 > 25: A's first snapshot (not a latest) goes.
+        await history.record("alice", "", "A", snap("c" * 10, 102), limits)
+        assert await rows(history, "alice", "A") == [("c" * 10, 102)]
+        assert await history.nbytes() == 20
+        # A write rolled back (its group failed) leaves the count as the table has it (a
+        # count of 30 kept from the undone write would evict c below).
+        with pytest.raises(RuntimeError), adb.db.transaction():
+            adb.db.record_history("alice", "", "A", snap("d" * 10, 103), ROOMY)
+            raise RuntimeError("undone")
+        assert await history.nbytes() == 20
+        await history.record("alice", "", "A", snap("e" * 4, 104), limits)  # 24: fits
+        assert await rows(history, "alice", "A") == [("c" * 10, 102), ("e" * 4, 104)]
+        await history.record("alice", "", "A", snap("f" * 2, 105), limits)  # 26: c goes
+        assert await rows(history, "alice", "A") == [("e" * 4, 104), ("f" * 2, 105)]
+        assert await history.nbytes() == 16
+    finally:
+        other.close()
+        await adb.close()

@@ -48,11 +48,20 @@ def text_digest(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def snapshot_of(text: str, body_digest: str, http_status: int, fetched_at: int) -> NewSnapshot:
-    """What this fetch records: the compared text, or a tombstone for 404/410."""
+def snapshot_of(
+    text: str,
+    body_digest: str,
+    http_status: int,
+    fetched_at: int,
+    known: tuple[str, str] | None = None,
+) -> NewSnapshot:
+    """What this fetch records: the compared text, or a tombstone for 404/410. ``known``: a
+    text and its digest seen before; when ``text`` equals it, its digest is not computed
+    again (a watch's unchanged page: one string comparison instead of a hash)."""
     if http_status in GONE_STATUSES:
         return NewSnapshot(REMOVED, None, body_digest, http_status, fetched_at)
-    return NewSnapshot(text_digest(text), text, body_digest, http_status, fetched_at)
+    digest = known[1] if known is not None and known[0] == text else text_digest(text)
+    return NewSnapshot(digest, text, body_digest, http_status, fetched_at)
 
 
 def status_of(latest: SnapshotRow | None, snap: NewSnapshot) -> ChangeStatus:

@@ -43,6 +43,16 @@ class HistorySettings:
             size=True,
         ),
     )
+    memo_max_bytes: int = field(
+        default=16 << 20,
+        metadata=doc(
+            "Memory per node for each history key's latest snapshot and its text (watches, "
+            "and changes=true fetches with max_age_s 0): such a fetch then reads nothing from "
+            "the store before it and, on a change, not the previous text either; a write "
+            "that finds another latest (another node) compares again. 0 turns it off.",
+            size=True,
+        ),
+    )
 
 
 def check_history(hs: HistorySettings, where: str) -> None:

@@ -133,7 +133,11 @@ class StoreBase:
 
     def _on_rollback(self, conn: sqlite3.Connection) -> None:
         """Hook run after a rollback: resynchronise in-memory state kept beside the tables
-        (the content cache's byte counter). Overrides call super()."""
+        (the content cache's byte counter). Overrides call super(); so does this one, for
+        the store mixins after it (``sift.store.sqlite.host.SqliteHost``)."""
+        after = getattr(super(), "_on_rollback", None)
+        if after is not None:
+            after(conn)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -13,12 +13,19 @@ one of a watch (tag ``watch:*``: the watch compares its next check against it) n
 just recorded.
 
 A 404/410 answer is kept as a tombstone: digest ``REMOVED``, no text.
+
+A ``record`` may be *checked* (``expect``): it writes only if the key's latest snapshot is
+still the one the caller compared against, and otherwise writes nothing and answers
+``Conflict`` with the latest it found — so a comparison made against a snapshot that another
+writer (another node, another process on the same file) has since replaced is never
+recorded as if it were current; the caller compares again.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 # The digest of a tombstone: the page answered 404 or 410. No text is stored for it.
 REMOVED = "removed"
@@ -62,6 +69,38 @@ class SnapshotRow:
     latest: bool
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A checked ``record`` found another latest snapshot than expected (None: the key has
+    no history now); nothing was written."""
+
+    latest: SnapshotRow | None
+
+
+class Unchecked(enum.Enum):
+    """``record``'s default ``expect``: write whatever the key's latest is."""
+
+    ANY = "any"
+
+
+ANY_LATEST: Final = Unchecked.ANY
+# What ``record`` checks the key's latest against: a row, None (no history), or nothing.
+Expect = SnapshotRow | None | Unchecked
+
+
+@dataclass(frozen=True)
+class HistoryWrite:
+    """A ``record`` to make in the same transaction as something else: a watch check's
+    snapshot with the check's event (``WatchStore.record_check_and_history``)."""
+
+    owner: str
+    tag: str
+    url: str
+    snap: NewSnapshot
+    limits: HistoryLimits
+    expect: Expect
+
+
 class HistoryStore(Protocol):
     """The change history of every caller; SQLite (``sqlite.history``) or PostgreSQL
     (``postgres.history``)."""
@@ -75,10 +114,18 @@ class HistoryStore(Protocol):
         ...
 
     async def record(
-        self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
-    ) -> None:
+        self,
+        owner: str,
+        tag: str,
+        url: str,
+        snap: NewSnapshot,
+        limits: HistoryLimits,
+        expect: Expect = ANY_LATEST,
+    ) -> SnapshotRow | Conflict:
         """Add ``snap`` as the key's latest; if the latest already has its digest, only
-        its ``seen_at``, body digest and status move. Then keep ``limits``."""
+        its ``seen_at``, body digest and status move. Then keep ``limits``. The key's latest
+        as written — or, when ``expect`` (a row, or None for no history) is not the key's
+        latest now, ``Conflict`` and nothing written. One transaction."""
         ...
 
     async def snapshots(self, owner: str, tag: str, url: str) -> list[SnapshotRow]:

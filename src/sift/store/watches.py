@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, Protocol
 
 from sift.errors import NotFound, QuotaExceeded
 from sift.jsonio import loads
+from sift.store.history import Conflict, HistoryWrite, SnapshotRow
 
 Outcome = Literal["ok", "failed"]
 
@@ -162,9 +163,13 @@ def event_summary(event: WatchEvent) -> str:
     return status if isinstance(status, str) else "ok"
 
 
+# The summaries (``event_summary``) of a check that saw the page change or go away.
+CHANGE_SUMMARIES: Final = frozenset({"changed", "removed"})
+
+
 def is_change(event: WatchEvent) -> bool:
     """The check saw the page change (or go away): what a webhook is sent for."""
-    return event_summary(event) in ("changed", "removed")
+    return event_summary(event) in CHANGE_SUMMARIES
 
 
 def next_due_after(due: float, every_s: float, now: float) -> float:
@@ -208,6 +213,15 @@ class WatchStore(Protocol):
         """Store ``event`` (its ``seq`` is assigned here) under the claim ``token`` and free
         the lease; keep the newest ``keep`` events. False (nothing written) when the watch is
         gone or claimed again since."""
+        ...
+
+    async def record_check_and_history(
+        self, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+    ) -> SnapshotRow | Conflict | None:
+        """``record_check`` and the check's history snapshot (``HistoryStore.record`` of
+        ``write``) in one transaction: both or neither. The snapshot as written; None
+        (nothing written) when the watch is gone or claimed again since; ``Conflict``
+        (nothing written) when the history's latest is not ``write.expect``."""
         ...
 
     async def release_watch_leases(self) -> int:

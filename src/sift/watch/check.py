@@ -6,6 +6,11 @@ itself: ``max_age_s=0`` (never a cached copy) and, with change tracking
 (docs/watches.md "What changed"), ``changes=True``, ``tag="watch:<id>"`` (the watch's own
 history) and its ``ignore`` selectors. The event keeps the envelope's ``change`` as it is.
 
+The check's history snapshot is not written by the fetch: ``Service.fetch`` leaves it to
+the scheduler (``ChangeTracker.take_deferred``), which writes it with the check's event in
+one transaction — the event that reports a change and the snapshot it compared are durable
+together, and a check's slot is free before either is written.
+
 A check fails when the fetch raises (``"<code>: <message>"`` and the hint are kept) or the
 upstream answers 429 or 5xx (``upstream_status``): nothing is compared, no webhook is sent,
 and the watch is simply checked again at its next due time.
@@ -16,13 +21,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from sift.errors import SiftError
 from sift.jsonio import dumps, loads
 from sift.options import FetchOptions, parse_options
 from sift.principal import Principal
 from sift.service import Service
+from sift.service.changes import Deferred
 from sift.store.history import WATCH_TAG_PREFIX
 from sift.store.views import error_text
 from sift.store.watches import Watch, WatchEvent
@@ -77,12 +83,21 @@ def failed_event(watch: Watch, now: float, exc: SiftError) -> WatchEvent:
     return WatchEvent(watch.id, 0, now, "failed", None, None, error_text(exc), exc.hint)
 
 
-async def run_check(
-    service: Service, principal: Principal, watch: Watch, now: float
-) -> tuple[WatchEvent, dict[str, Any] | None]:
-    """Fetch once; the event and the envelope (None when the fetch raised)."""
+class Checked(NamedTuple):
+    """What one check saw: its event, the envelope (None when the fetch raised), and the
+    history write it left to the scheduler (None: nothing to write)."""
+
+    event: WatchEvent
+    envelope: dict[str, Any] | None
+    pending: Deferred | None
+
+
+async def run_check(service: Service, principal: Principal, watch: Watch, now: float) -> Checked:
+    """Fetch once."""
+    opts = check_options(watch)
     try:
-        envelope = await service.fetch(principal, check_options(watch))
+        envelope = await service.fetch(principal, opts)
     except SiftError as exc:
-        return failed_event(watch, now, exc), None
-    return event_from(watch, now, envelope), envelope
+        return Checked(failed_event(watch, now, exc), None, None)
+    pending = service.changes.take_deferred(principal.name, opts.tag or "")
+    return Checked(event_from(watch, now, envelope), envelope, pending)

@@ -11,9 +11,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sift.store.history import (
+    ANY_LATEST,
     NOT_A_WATCH_SQL,
     REMOVED,
+    Conflict,
+    Expect,
     HistoryLimits,
+    HistoryWrite,
     NewSnapshot,
     SnapshotRow,
 )
@@ -110,43 +114,74 @@ class PgHistory:
         return len(rows)
 
     async def record(
-        self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
-    ) -> None:
-        key = (owner, tag, url)
+        self,
+        owner: str,
+        tag: str,
+        url: str,
+        snap: NewSnapshot,
+        limits: HistoryLimits,
+        expect: Expect = ANY_LATEST,
+    ) -> SnapshotRow | Conflict:
         async with self._conn.tx() as cur:
-            await cur.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                ("\x1f".join(key),),
-            )
-            await cur.execute(
-                f"SELECT id, digest FROM history_snap WHERE {_KEY} ORDER BY id DESC LIMIT 1", key
-            )
-            row = await cur.fetchone()
-            if row is not None and row[1] == snap.digest:
-                await cur.execute(
-                    "UPDATE history_snap SET seen_at = greatest(seen_at, %s), body_digest = %s, "
-                    "http_status = %s WHERE id = %s",
-                    (snap.fetched_at, snap.body_digest, snap.http_status, row[0]),
-                )
-                return
-            await cur.execute("SELECT pg_advisory_xact_lock(%s)", (HISTORY_LOCK,))
-            if snap.text is not None and snap.digest != REMOVED:
-                await cur.execute(
-                    "INSERT INTO history_text (digest, text, nbytes) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (digest) DO NOTHING",
-                    (snap.digest, snap.text, len(snap.text.encode())),
-                )
-            await cur.execute(f"UPDATE history_snap SET latest = false WHERE {_KEY}", key)
-            await cur.execute(
-                "INSERT INTO history_snap (owner, tag, url, digest, body_digest, http_status, "
-                "fetched_at, seen_at, latest) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, true) "
-                "RETURNING id",
-                (*key, snap.digest, snap.body_digest, snap.http_status) + (snap.fetched_at,) * 2,
-            )
-            inserted = await cur.fetchone()
-            assert inserted is not None
-            await _keep_count(cur, key, limits.max_snapshots)
-            await _keep_bytes(cur, limits.max_bytes, int(inserted[0]))
+            return await record_in(cur, HistoryWrite(owner, tag, url, snap, limits, expect))
+
+
+async def record_in(cur: Cursor, write: HistoryWrite) -> SnapshotRow | Conflict:
+    """``HistoryStore.record`` inside the caller's transaction (``cur``)."""
+    key, snap, limits = (write.owner, write.tag, write.url), write.snap, write.limits
+    await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("\x1f".join(key),))
+    await cur.execute(
+        f"SELECT {_COLS} FROM history_snap WHERE {_KEY} ORDER BY id DESC LIMIT 1", key
+    )
+    row = await cur.fetchone()
+    current = _row(row) if row is not None else None
+    if write.expect is not ANY_LATEST and current != write.expect:
+        return Conflict(current)
+    if current is not None and current.digest == snap.digest:
+        touched = SnapshotRow(
+            current.id,
+            current.digest,
+            snap.body_digest,
+            snap.http_status,
+            current.fetched_at,
+            max(current.seen_at, snap.fetched_at),
+            True,
+        )
+        await cur.execute(
+            "UPDATE history_snap SET seen_at = %s, body_digest = %s, http_status = %s "
+            "WHERE id = %s",
+            (touched.seen_at, touched.body_digest, touched.http_status, touched.id),
+        )
+        return touched
+    await cur.execute("SELECT pg_advisory_xact_lock(%s)", (HISTORY_LOCK,))
+    if snap.text is not None and snap.digest != REMOVED:
+        await cur.execute(
+            "INSERT INTO history_text (digest, text, nbytes) VALUES (%s, %s, %s) "
+            "ON CONFLICT (digest) DO NOTHING",
+            (snap.digest, snap.text, len(snap.text.encode())),
+        )
+    if current is not None:
+        await cur.execute(f"UPDATE history_snap SET latest = false WHERE {_KEY}", key)
+    await cur.execute(
+        "INSERT INTO history_snap (owner, tag, url, digest, body_digest, http_status, "
+        "fetched_at, seen_at, latest) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, true) "
+        "RETURNING id",
+        (*key, snap.digest, snap.body_digest, snap.http_status) + (snap.fetched_at,) * 2,
+    )
+    inserted = await cur.fetchone()
+    assert inserted is not None
+    new_id = int(inserted[0])
+    await _keep_count(cur, key, limits.max_snapshots)
+    await _keep_bytes(cur, limits.max_bytes, new_id)
+    return SnapshotRow(
+        new_id,
+        snap.digest,
+        snap.body_digest,
+        snap.http_status,
+        snap.fetched_at,
+        snap.fetched_at,
+        True,
+    )
 
 
 async def _keep_count(cur: Cursor, key: tuple[str, str, str], keep: int) -> None:

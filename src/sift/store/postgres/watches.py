@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
+from sift.store.history import Conflict, HistoryWrite, SnapshotRow
 from sift.store.postgres.conn import Cursor, PgConn
+from sift.store.postgres.history import record_in
 from sift.store.watches import (
+    CHANGE_SUMMARIES,
     EVENT_COLS,
     WATCH_COLS,
     Watch,
     WatchEvent,
     event_row,
     event_summary,
-    is_change,
     too_many_watches,
     watch_not_found,
     watch_row,
@@ -109,45 +111,23 @@ class PgWatchStore:
 
     async def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
         async with self._tx() as cur:
+            return await _record_check_in(cur, event, token, keep)
+
+    async def record_check_and_history(
+        self, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+    ) -> SnapshotRow | Conflict | None:
+        async with self._tx() as cur:
             await cur.execute(
-                "UPDATE watch SET lease_until = 0, checks = checks + 1, "
-                "failures = failures + %s, changes = changes + %s, last_checked_at = %s, "
-                "last_outcome = %s WHERE id = %s AND token = %s RETURNING id",
-                (
-                    1 if event.outcome == "failed" else 0,
-                    1 if is_change(event) else 0,
-                    event.checked_at,
-                    event_summary(event),
-                    event.watch_id,
-                    token,
-                ),
+                "SELECT 1 FROM watch WHERE id = %s AND token = %s FOR UPDATE",
+                (event.watch_id, token),
             )
             if await cur.fetchone() is None:
-                return False
-            await cur.execute(
-                "SELECT coalesce(max(seq), 0) FROM watch_event WHERE watch_id = %s",
-                (event.watch_id,),
-            )
-            row = await cur.fetchone()
-            event.seq = (int(row[0]) if row else 0) + 1
-            await cur.execute(
-                f"INSERT INTO watch_event ({EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    event.watch_id,
-                    event.seq,
-                    event.checked_at,
-                    event.outcome,
-                    event.http_status,
-                    event.change,
-                    event.error,
-                    event.hint,
-                ),
-            )
-            await cur.execute(
-                "DELETE FROM watch_event WHERE watch_id = %s AND seq <= %s",
-                (event.watch_id, event.seq - keep),
-            )
-        return True
+                return None
+            written = await record_in(cur, write)
+            if isinstance(written, Conflict):
+                return written
+            await _record_check_in(cur, event, token, keep)
+        return written
 
     async def release_watch_leases(self) -> int:
         """Never on a shared store: other nodes' checks hold those leases."""
@@ -162,3 +142,47 @@ class PgWatchStore:
 
 def _prefixed(alias: str) -> str:
     return ", ".join(f"{alias}.{c.strip()}" for c in WATCH_COLS.split(","))
+
+
+async def _record_check_in(cur: Cursor, event: WatchEvent, token: int, keep: int) -> bool:
+    """``record_check`` inside the caller's transaction (``cur``)."""
+    summary = event_summary(event)
+    await cur.execute(
+        "UPDATE watch SET lease_until = 0, checks = checks + 1, "
+        "failures = failures + %s, changes = changes + %s, last_checked_at = %s, "
+        "last_outcome = %s WHERE id = %s AND token = %s RETURNING id",
+        (
+            1 if event.outcome == "failed" else 0,
+            1 if summary in CHANGE_SUMMARIES else 0,
+            event.checked_at,
+            summary,
+            event.watch_id,
+            token,
+        ),
+    )
+    if await cur.fetchone() is None:
+        return False
+    await cur.execute(
+        "SELECT coalesce(max(seq), 0) FROM watch_event WHERE watch_id = %s",
+        (event.watch_id,),
+    )
+    row = await cur.fetchone()
+    event.seq = (int(row[0]) if row else 0) + 1
+    await cur.execute(
+        f"INSERT INTO watch_event ({EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            event.watch_id,
+            event.seq,
+            event.checked_at,
+            event.outcome,
+            event.http_status,
+            event.change,
+            event.error,
+            event.hint,
+        ),
+    )
+    await cur.execute(
+        "DELETE FROM watch_event WHERE watch_id = %s AND seq <= %s",
+        (event.watch_id, event.seq - keep),
+    )
+    return True

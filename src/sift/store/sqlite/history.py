@@ -10,8 +10,11 @@ import sqlite3
 from typing import Final
 
 from sift.store.history import (
+    ANY_LATEST,
     NOT_A_WATCH_SQL,
     REMOVED,
+    Conflict,
+    Expect,
     HistoryLimits,
     NewSnapshot,
     SnapshotRow,
@@ -62,6 +65,25 @@ def _row(row: tuple[object, ...]) -> SnapshotRow:
 class HistoryMixin(SqliteHost):
     """The history methods of ``sift.dcache.DB``."""
 
+    # The bytes of history_text, kept here so that a record does not sum every text (a sum
+    # reads the whole table, texts and their overflow pages included). None: count again.
+    # Counted again as well when another connection wrote the file (PRAGMA data_version
+    # moved: another process, the CLI) and after a rollback (``_on_rollback``).
+    _history_bytes: int | None = None
+    _history_version: int = -1
+
+    def _on_rollback(self, conn: sqlite3.Connection) -> None:
+        super()._on_rollback(conn)
+        self._history_bytes = None
+
+    def _history_total(self, conn: sqlite3.Connection) -> int:
+        """The bytes of history_text (inside a write transaction)."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        if self._history_bytes is None or version != self._history_version:
+            self._history_bytes = _sum_bytes(conn)
+            self._history_version = version
+        return self._history_bytes
+
     def history_latest(self, owner: str, tag: str, url: str) -> SnapshotRow | None:
         with self._read() as conn:
             row = conn.execute(
@@ -89,8 +111,7 @@ class HistoryMixin(SqliteHost):
 
     def history_nbytes(self) -> int:
         with self._read() as conn:
-            row = conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()
-        return int(row[0])
+            return _sum_bytes(conn)
 
     def forget_history(self, owner: str, tag: str) -> int:
         """``HistoryStore.forget``."""
@@ -100,62 +121,117 @@ class HistoryMixin(SqliteHost):
             ).fetchall()
             for id_, digest in rows:
                 _drop(conn, int(id_), str(digest))
+            self._history_bytes = None  # rare: counted again at the next record
         return len(rows)
 
     def record_history(
-        self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
-    ) -> None:
+        self,
+        owner: str,
+        tag: str,
+        url: str,
+        snap: NewSnapshot,
+        limits: HistoryLimits,
+        expect: Expect = ANY_LATEST,
+    ) -> SnapshotRow | Conflict:
         """``HistoryStore.record``: touch the latest, or add a snapshot and keep the bounds."""
+        key = (owner, tag, url)
         with self._write() as conn:
+            if isinstance(expect, SnapshotRow) and expect.digest == snap.digest:
+                # The common case of a watch (same text as the latest it expects): the check
+                # and the touch in one statement; anything else takes the general way.
+                touched = _touched(expect, snap)
+                if conn.execute(
+                    "UPDATE history_snap SET seen_at = ?, body_digest = ?, http_status = ? "
+                    "WHERE id = ? AND owner = ? AND tag = ? AND url = ? AND latest = 1 "
+                    "AND digest = ? AND body_digest = ? AND http_status = ? AND fetched_at = ? "
+                    "AND seen_at = ?",
+                    (
+                        *(touched.seen_at, touched.body_digest, touched.http_status),
+                        *(expect.id, *key, expect.digest, expect.body_digest),
+                        *(expect.http_status, expect.fetched_at, expect.seen_at),
+                    ),
+                ).rowcount:
+                    return touched
             row = conn.execute(
-                "SELECT id, digest FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
+                f"SELECT {_COLS} FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
                 "ORDER BY id DESC LIMIT 1",
-                (owner, tag, url),
+                key,
             ).fetchone()
-            if row is not None and row[1] == snap.digest:
+            current = _row(row) if row is not None else None
+            if expect is not ANY_LATEST and current != expect:
+                return Conflict(current)
+            if current is not None and current.digest == snap.digest:
+                touched = _touched(current, snap)
                 conn.execute(
-                    "UPDATE history_snap SET seen_at = max(seen_at, ?), body_digest = ?, "
-                    "http_status = ? WHERE id = ?",
-                    (snap.fetched_at, snap.body_digest, snap.http_status, row[0]),
+                    "UPDATE history_snap SET seen_at = ?, body_digest = ?, http_status = ? "
+                    "WHERE id = ?",
+                    (touched.seen_at, touched.body_digest, touched.http_status, touched.id),
                 )
-                return
+                return touched
+            total = self._history_total(conn)
             if snap.text is not None and snap.digest != REMOVED:
-                conn.execute(
+                nbytes = len(snap.text.encode())
+                added = conn.execute(
                     "INSERT OR IGNORE INTO history_text (digest, text, nbytes) VALUES (?, ?, ?)",
-                    (snap.digest, snap.text, len(snap.text.encode())),
+                    (snap.digest, snap.text, nbytes),
+                ).rowcount
+                total += nbytes * added
+            if current is not None:
+                conn.execute(
+                    "UPDATE history_snap SET latest = 0 WHERE owner = ? AND tag = ? AND url = ? "
+                    "AND latest = 1",
+                    key,
                 )
-            conn.execute(
-                "UPDATE history_snap SET latest = 0 WHERE owner = ? AND tag = ? AND url = ? "
-                "AND latest = 1",
-                (owner, tag, url),
-            )
-            conn.execute(
+            (new_id,) = conn.execute(
                 "INSERT INTO history_snap (owner, tag, url, digest, body_digest, http_status, "
-                "fetched_at, seen_at, latest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)",
-                (owner, tag, url, snap.digest, snap.body_digest, snap.http_status)
-                + (snap.fetched_at,) * 2,
-            )
-            new_id = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
-            _keep_count(conn, owner, tag, url, limits.max_snapshots)
-            _keep_bytes(conn, limits.max_bytes, new_id)
+                "fetched_at, seen_at, latest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1) RETURNING id",
+                (*key, snap.digest, snap.body_digest, snap.http_status) + (snap.fetched_at,) * 2,
+            ).fetchone()
+            total -= _keep_count(conn, owner, tag, url, limits.max_snapshots)
+            self._history_bytes = _keep_bytes(conn, limits.max_bytes, int(new_id), total)
+        return SnapshotRow(
+            int(new_id),
+            snap.digest,
+            snap.body_digest,
+            snap.http_status,
+            snap.fetched_at,
+            snap.fetched_at,
+            True,
+        )
 
 
-def _keep_count(conn: sqlite3.Connection, owner: str, tag: str, url: str, keep: int) -> None:
-    """Drop the key's oldest snapshots beyond ``keep`` (the latest is always kept)."""
+def _touched(latest: SnapshotRow, snap: NewSnapshot) -> SnapshotRow:
+    """``latest`` seen again by ``snap`` (the same text)."""
+    return SnapshotRow(
+        latest.id,
+        latest.digest,
+        snap.body_digest,
+        snap.http_status,
+        latest.fetched_at,
+        max(latest.seen_at, snap.fetched_at),
+        True,
+    )
+
+
+def _sum_bytes(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()[0])
+
+
+def _keep_count(conn: sqlite3.Connection, owner: str, tag: str, url: str, keep: int) -> int:
+    """Drop the key's oldest snapshots beyond ``keep`` (the latest is always kept); the
+    bytes freed."""
     rows = conn.execute(
         "SELECT id, digest FROM history_snap WHERE owner = ? AND tag = ? AND url = ? "
         "ORDER BY id DESC LIMIT -1 OFFSET ?",
         (owner, tag, url, max(1, keep)),
     ).fetchall()
-    for id_, digest in rows:
-        _drop(conn, int(id_), str(digest))
+    return sum(_drop(conn, int(id_), str(digest)) for id_, digest in rows)
 
 
-def _keep_bytes(conn: sqlite3.Connection, max_bytes: int, new_id: int) -> None:
-    """Past ``max_bytes``: drop the oldest snapshots that are not a key's latest, then the
-    least recently seen latest ones that are not a watch's (nor ``new_id``), until the texts
-    fit or nothing may go."""
-    total = int(conn.execute("SELECT COALESCE(SUM(nbytes), 0) FROM history_text").fetchone()[0])
+def _keep_bytes(conn: sqlite3.Connection, max_bytes: int, new_id: int, total: int) -> int:
+    """Past ``max_bytes`` (``total``: the bytes stored now): drop the oldest snapshots that
+    are not a key's latest, then the least recently seen latest ones that are not a watch's
+    (nor ``new_id``), until the texts fit or nothing may go; the bytes then stored."""
     for query in (
         "SELECT id, digest FROM history_snap WHERE latest = 0 ORDER BY id LIMIT 64",
         f"SELECT id, digest FROM history_snap WHERE latest = 1 AND id <> {new_id} "
@@ -168,7 +244,8 @@ def _keep_bytes(conn: sqlite3.Connection, max_bytes: int, new_id: int) -> None:
             for id_, digest in rows:
                 total -= _drop(conn, int(id_), str(digest))
                 if total <= max_bytes:
-                    return
+                    return total
+    return total
 
 
 def _drop(conn: sqlite3.Connection, id_: int, digest: str) -> int:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from sift.store.history import HistoryLimits, NewSnapshot, SnapshotRow
+from sift.store.history import (
+    ANY_LATEST,
+    Conflict,
+    Expect,
+    HistoryLimits,
+    NewSnapshot,
+    SnapshotRow,
+)
 from sift.store.sqlite.store import DBWorker
 from sift.store.sqlite.tables import BatchTables as DB
 
@@ -20,9 +27,15 @@ class SqliteHistory:
         return await self.adb.run(DB.history_text, digest)
 
     async def record(
-        self, owner: str, tag: str, url: str, snap: NewSnapshot, limits: HistoryLimits
-    ) -> None:
-        await self.adb.run(DB.record_history, owner, tag, url, snap, limits)
+        self,
+        owner: str,
+        tag: str,
+        url: str,
+        snap: NewSnapshot,
+        limits: HistoryLimits,
+        expect: Expect = ANY_LATEST,
+    ) -> SnapshotRow | Conflict:
+        return await self.adb.run(DB.record_history, owner, tag, url, snap, limits, expect)
 
     async def snapshots(self, owner: str, tag: str, url: str) -> list[SnapshotRow]:
         return await self.adb.run(DB.history_snapshots, owner, tag, url)

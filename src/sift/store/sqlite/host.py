@@ -17,6 +17,11 @@ from typing import TYPE_CHECKING
 class SqliteHost:
     """The connection holder's surface the batch mixins use (see ``StoreBase``)."""
 
+    def _on_rollback(self, conn: sqlite3.Connection) -> None:
+        """After a rollback (``StoreBase._on_rollback`` chains here): a mixin that keeps
+        state beside its tables (the history's byte count) counts it again. Overrides call
+        super()."""
+
     if TYPE_CHECKING:
 
         def _read(self) -> AbstractContextManager[sqlite3.Connection]:

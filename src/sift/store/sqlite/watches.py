@@ -11,13 +11,13 @@ import sqlite3
 
 from sift.store.sqlite.host import SqliteHost
 from sift.store.watches import (
+    CHANGE_SUMMARIES,
     EVENT_COLS,
     WATCH_COLS,
     Watch,
     WatchEvent,
     event_row,
     event_summary,
-    is_change,
     too_many_watches,
     watch_not_found,
     watch_row,
@@ -86,29 +86,39 @@ class WatchTablesMixin(SqliteHost):
                     (now, now, limit),
                 ).fetchall()
             ]
-            claimed: list[Watch] = []
-            for watch_id in ids:
-                row = conn.execute(
-                    # next_due_after: the first due time past now on the watch's grid
-                    # (CAST truncates, a floor here: now >= next_due).
-                    "UPDATE watch SET token = token + 1, lease_until = ?, "
-                    "next_due = next_due + every_s * (CAST((? - next_due) / every_s AS INTEGER)"
-                    " + 1) WHERE id = ? "
-                    f"RETURNING {WATCH_COLS}",
-                    (now + lease_s, now, watch_id),
-                ).fetchone()
-                claimed.append(watch_row(row))
+            # One statement for the whole batch, on the same rows (nothing else writes in
+            # between); RETURNING's order is SQLite's own: put them back in due order.
+            rows = conn.execute(
+                # next_due_after: the first due time past now on the watch's grid
+                # (CAST truncates, a floor here: now >= next_due).
+                "UPDATE watch SET token = token + 1, lease_until = ?, "
+                "next_due = next_due + every_s * (CAST((? - next_due) / every_s AS INTEGER)"
+                f" + 1) WHERE id IN ({due}ORDER BY next_due, id LIMIT ?) "
+                f"RETURNING {WATCH_COLS}",
+                (now + lease_s, now, now, now, limit),
+            ).fetchall()
+            by_id = {str(row[0]): watch_row(row) for row in rows}
+            claimed = [by_id[watch_id] for watch_id in ids]
         return claimed
+
+    def holds_claim(self, watch_id: str, token: int) -> bool:
+        """The watch still exists and its last claim is ``token``."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM watch WHERE id = ? AND token = ?", (watch_id, token)
+            ).fetchone()
+        return row is not None
 
     def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
         failed = 1 if event.outcome == "failed" else 0
-        changed = 1 if is_change(event) else 0
+        summary = event_summary(event)
+        changed = 1 if summary in CHANGE_SUMMARIES else 0
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE watch SET lease_until = 0, checks = checks + 1, "
                 "failures = failures + ?, changes = changes + ?, last_checked_at = ?, "
                 "last_outcome = ? WHERE id = ? AND token = ?",
-                (failed, changed, event.checked_at, event_summary(event), event.watch_id, token),
+                (failed, changed, event.checked_at, summary, event.watch_id, token),
             )
             if cur.rowcount == 0:
                 return False

@@ -3,9 +3,35 @@
 
 from __future__ import annotations
 
+from sift.store.history import Conflict, HistoryWrite, SnapshotRow
 from sift.store.sqlite.tables import BatchTables as DB
 from sift.store.sqlite.worker import DBWorker
 from sift.store.watches import Watch, WatchEvent
+
+
+class _HistoryMoved(Exception):
+    """Raised out of ``record_check_and_history`` to roll back the event it wrote."""
+
+    def __init__(self, conflict: Conflict) -> None:
+        super().__init__("the history's latest snapshot moved on")
+        self.conflict = conflict
+
+
+def record_check_and_history(
+    db: DB, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+) -> SnapshotRow | Conflict | None:
+    """``WatchStore.record_check_and_history``: one transaction on the worker thread. The
+    event first (its claim is checked there); a conflicting snapshot then undoes it by
+    raising out of the call (a rollback: rare, only when another writer moved the key on)."""
+    with db.transaction():
+        if not db.record_check(event, token, keep):
+            return None
+        written = db.record_history(
+            write.owner, write.tag, write.url, write.snap, write.limits, write.expect
+        )
+        if isinstance(written, Conflict):
+            raise _HistoryMoved(written)
+    return written
 
 
 class SqliteWatchStore:
@@ -34,6 +60,14 @@ class SqliteWatchStore:
 
     async def record_check(self, event: WatchEvent, token: int, keep: int) -> bool:
         return await self.adb.run(DB.record_check, event, token, keep)
+
+    async def record_check_and_history(
+        self, event: WatchEvent, token: int, keep: int, write: HistoryWrite
+    ) -> SnapshotRow | Conflict | None:
+        try:
+            return await self.adb.run(record_check_and_history, event, token, keep, write)
+        except _HistoryMoved as moved:
+            return moved.conflict
 
     async def release_watch_leases(self) -> int:
         return await self.adb.run(DB.release_watch_leases)
