@@ -170,12 +170,17 @@ def _fold_models() -> list[Any]:
     """The k fold models ``bench/train_extract.py --folds-out`` wrote."""
     from sift.render.blocks import CONTEXT_FEATURES, FEATURES
     from sift.render.model import parse
-    from sift.render.pagekind import PAGE_FEATURES
+    from sift.render.pagekind import PAGE_FEATURES, QUICK_FEATURES
 
     if not CV_FOLDS.exists():
         raise SystemExit(f"no {CV_FOLDS}: run bench/train_extract.py --folds-out {CV_FOLDS}")
     data = json.loads(CV_FOLDS.read_text("utf-8"))
-    features = {"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES}
+    features = {
+        "blocks": FEATURES,
+        "context": CONTEXT_FEATURES,
+        "page_type": PAGE_FEATURES,
+        "quick": QUICK_FEATURES,
+    }
     return [parse(m, features) for m in data["models"]]
 
 

@@ -48,11 +48,13 @@ from sift.render.extract import host_of, select
 from sift.render.html import prepare
 from sift.render.model import FORMAT
 from sift.render.options import RENDER_VERSION
-from sift.render.pagekind import PAGE_FEATURES, PAGE_TYPES, page_features
+from sift.render.pagekind import PAGE_FEATURES, PAGE_TYPES, QUICK_FEATURES, page_features
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src/sift/render/extract_model.json"
 LABEL_SHARE = 0.5
+# How much of the objective (and of the page-type accuracy) the quick gate may cost.
+QUICK_SLACK = 0.002
 SEED = 7
 _WORD = re.compile(r"\w+")
 
@@ -83,6 +85,10 @@ PAGE_PARAMS: dict[str, Any] = {
     "min_data_in_leaf": 10,
 }
 PAGE_ROUNDS = 80
+# The quick article model: a page it calls an article surely enough skips the rest.
+QUICK_PARAMS: dict[str, Any] = {**PAGE_PARAMS, "objective": "binary"}
+del QUICK_PARAMS["num_class"]
+QUICK_ROUNDS = 60
 CONTEXT_PARAMS: dict[str, Any] = {**BLOCK_PARAMS, "num_leaves": 15, "max_depth": 5}
 CONTEXT_ROUNDS = 60
 
@@ -244,6 +250,7 @@ class Fitted:
     blocks: Any
     context: Any
     page_type: Any
+    quick: Any
 
     def block_probs(self, rows: list[list[float]]) -> list[float]:
         first = predict_blocks(self.blocks, rows)
@@ -256,6 +263,10 @@ class Fitted:
         probs = self.page_type.predict(np.asarray([row], dtype=np.float64))[0]
         best = PAGE_TYPES[max(range(len(PAGE_TYPES)), key=lambda c: probs[c])]
         return best, float(probs[PAGE_TYPES.index("article")])
+
+    def quick_article(self, row: list[float]) -> float:
+        """The quick model's probability of ``article`` (the row's quick columns)."""
+        return predict_blocks(self.quick, [row[: len(QUICK_FEATURES)]])[0]
 
 
 def _train_blocks(pages: list[PageRows]) -> Any:
@@ -292,7 +303,13 @@ def fit(pages: list[PageRows], k: int, skip: int | None = None) -> Fitted:
         [p.page_row for p in own],
         [PAGE_TYPES.index(p.kind) if p.kind in PAGE_TYPES else 0 for p in own],
     )
-    return Fitted(_train_blocks(own), context, page_type)
+    quick = train(
+        QUICK_PARAMS,
+        QUICK_ROUNDS,
+        [p.page_row[: len(QUICK_FEATURES)] for p in own],
+        [int(p.kind == "article") for p in own],
+    )
+    return Fitted(_train_blocks(own), context, page_type, quick)
 
 
 def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[Fitted]]:
@@ -301,6 +318,7 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     oof: dict[str, list[float]] = {}
     type_oof: dict[str, str] = {}
     article: dict[str, float] = {}
+    quick: dict[str, float] = {}
     folds = []
     for f in range(k):
         fitted = fit(pages, k, skip=f)
@@ -308,6 +326,7 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
             if fold_of(p.site, k) == f:
                 oof[p.key] = fitted.block_probs(p.rows)
                 type_oof[p.key], article[p.key] = fitted.kind(p.page_row)
+                quick[p.key] = fitted.quick_article(p.page_row)
         folds.append(fitted)
         print(f"  fold {f} done", file=sys.stderr)
     scores = [s for p in pages for s in oof[p.key]]
@@ -315,6 +334,12 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     acc = sum(1 for s, y in zip(scores, labels, strict=True) if (s >= 0.5) == y)
     keep_above, add_above = tune_thresholds(pages, oof)
     rules_above = tune_gate(pages, oof, article, keep_above, add_above)
+    quick_above = tune_quick(
+        pages, oof, (article, rules_above), quick, type_oof, keep_above, add_above
+    )
+    for p in pages:  # what serving does: the quick model first, then the full one
+        if quick[p.key] >= quick_above:
+            type_oof[p.key], article[p.key] = "article", 1.0
     per_kind: dict[str, list[float]] = {}
     for p in pages:
         kept = kept_text(p, oof[p.key], keep_above, add_above, article[p.key] >= rules_above)
@@ -335,6 +360,8 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
         "keep_above": keep_above,
         "add_above": add_above,
         "rules_above": rules_above,
+        "quick_above": quick_above,
+        "pages_quick": sum(1 for p in pages if quick[p.key] >= quick_above),
         "pages_rules_alone": sum(1 for p in pages if article[p.key] >= rules_above),
         "kept_blocks_word_f1": {
             "wcxb": round(sum(wcxb) / len(wcxb), 4) if wcxb else 0.0,
@@ -390,6 +417,42 @@ def tune_gate(
     return best[1]
 
 
+def tune_quick(
+    pages: list[PageRows],
+    oof: dict[str, list[float]],
+    gate: tuple[dict[str, float], float],
+    quick: dict[str, float],
+    type_oof: dict[str, str],
+    keep_above: float,
+    add_above: float,
+) -> float:
+    """The quick model's probability at or above which a page is typed an article and the
+    rules decide alone, without the full page features: the lowest of a few (the most
+    pages spared) that costs at most ``QUICK_SLACK`` of the thresholds' objective and of
+    the page-type accuracy on WCXB (2.0: never)."""
+    article, rules_above = gate
+    typed = [p for p in pages if p.set_name == "wcxb"]
+
+    def scores(q: float) -> tuple[float, float]:
+        def text_of(p: PageRows) -> str:
+            rules = quick[p.key] >= q or article[p.key] >= rules_above
+            return kept_text(p, oof[p.key], keep_above, add_above, rules)
+
+        right = sum(
+            1 for p in typed if ("article" if quick[p.key] >= q else type_oof[p.key]) == p.kind
+        )
+        return _by_set_mean(pages, text_of), right / max(1, len(typed))
+
+    base = scores(2.0)
+    best = 2.0
+    for q in (0.99, 0.98, 0.97, 0.95, 0.9, 0.85, 0.8):
+        objective, accuracy = scores(q)
+        if objective < base[0] - QUICK_SLACK or accuracy < base[1] - QUICK_SLACK:
+            break
+        best = q
+    return best
+
+
 def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple[float, float]:
     """The two thresholds that maximise the mean of the sets' word F1 of kept text (each set
     weighs the same, whatever its size), on out-of-fold probabilities; ties go to the
@@ -408,7 +471,7 @@ def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple
 
 
 def model_file(
-    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float]
+    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float, float]
 ) -> dict[str, Any]:
     return {
         "format": FORMAT,
@@ -427,6 +490,11 @@ def model_file(
                 "rules_above": thresholds[2],
                 "classes": list(PAGE_TYPES),
                 "trees": export(fitted.page_type, len(PAGE_TYPES)),
+            },
+            "quick": {
+                "features": list(QUICK_FEATURES),
+                "rules_above": thresholds[3],
+                "trees": export(fitted.quick, 1),
             },
         },
     }
@@ -471,12 +539,13 @@ def main(argv: list[str] | None = None) -> int:
         "block_params": {**BLOCK_PARAMS, "rounds": BLOCK_ROUNDS},
         "context_params": {**CONTEXT_PARAMS, "rounds": CONTEXT_ROUNDS},
         "page_params": {**PAGE_PARAMS, "rounds": PAGE_ROUNDS},
+        "quick_params": {**QUICK_PARAMS, "rounds": QUICK_ROUNDS},
     }
-    thresholds = (0.5, 0.5, 2.0)
+    thresholds = (0.5, 0.5, 2.0, 2.0)
     if not args.no_cv:
         meta["cv"], folds = cross_validate(pages, args.folds)
         cv = meta["cv"]
-        thresholds = (cv["keep_above"], cv["add_above"], cv["rules_above"])
+        thresholds = (cv["keep_above"], cv["add_above"], cv["rules_above"], cv["quick_above"])
         print(json.dumps(meta["cv"], indent=1), file=sys.stderr)
         if args.folds_out:
             fold_files = {

@@ -17,16 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from sift.render import RENDER_VERSION, RenderOptions, learned, render
+from sift.render import RENDER_VERSION, RenderOptions, Rendered, learned, render
 from sift.render import model as model_mod
 from sift.render.blocks import CONTEXT_FEATURES, FEATURES, context_rows, page_blocks
 from sift.render.extract import select
 from sift.render.html import prepare
 from sift.render.learned import apply
-from sift.render.pagekind import OTHER_BELOW, PAGE_FEATURES, PAGE_TYPES, page_type
+from sift.render.pagekind import OTHER_BELOW, PAGE_FEATURES, PAGE_TYPES, QUICK_FEATURES, page_type
 
 REPO = Path(__file__).resolve().parent.parent
-CODE_FEATURES = {"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES}
+CODE_FEATURES = {
+    "blocks": FEATURES,
+    "context": CONTEXT_FEATURES,
+    "page_type": PAGE_FEATURES,
+    "quick": QUICK_FEATURES,
+}
 PROSE = (
     "This paragraph is the article: it runs long enough to be the main content of the page, "
     "with several sentences of plain prose and no links at all inside it."
@@ -81,11 +86,14 @@ def test_shipped_model_loads_fits_the_code_and_is_small() -> None:
         "page_type_accuracy_wcxb",
         "kept_blocks_word_f1",
         "rules_above",
+        "quick_above",
     }
     learned.load_model.cache_clear()
     model = learned.load_model()
     assert model is not None
-    assert set(model.ensembles) == {"blocks", "context", "page_type"}
+    assert set(model.ensembles) == {"blocks", "context", "page_type", "quick"}
+    # The page-type row opens with the quick row: the quick model's columns are its first.
+    assert PAGE_FEATURES[: len(QUICK_FEATURES)] == QUICK_FEATURES
     for name, ens in model.ensembles.items():
         assert ens.features == CODE_FEATURES[name]
     assert model.ensembles["page_type"].classes == PAGE_TYPES
@@ -164,6 +172,42 @@ def test_a_constant_model_keeps_everything_or_falls_back() -> None:
         model=keep_none,
     )
     assert got.content == f"First part\n\n{PROSE}\n\nSecond: {PROSE}"  # the rules' choice
+
+
+LONG = PAGE.replace("</article>", f"<p>Third: {PROSE}</p><p>Fourth: {PROSE}</p></article>")
+LONG_TEXT = f"First part\n\n{PROSE}\n\nSecond: {PROSE}\n\nThird: {PROSE}\n\nFourth: {PROSE}"
+
+
+def test_a_surely_article_page_is_typed_by_the_quick_model_and_kept_by_the_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keep_all = [[_tree([], [], [], [], [5.0])]]
+    forum = [[_tree([], [], [], [], [3.0 if k == 1 else 0.0])] for k in range(len(PAGE_TYPES))]
+    quick = [[_tree([], [], [], [], [6.0])]]  # p(article) = 0.9975 on every page
+    data = _file({"blocks": keep_all, "page_type": forum, "quick": quick})
+    data["ensembles"]["quick"]["rules_above"] = 0.99  # type: ignore[index]
+    sure = model_mod.parse(data, CODE_FEATURES)
+    full: list[int] = []
+    real = learned.page_features
+    monkeypatch.setattr(learned, "page_features", lambda *a, **k: full.append(1) or real(*a, **k))
+    options = RenderOptions(format="text")
+
+    def run(model: model_mod.Model | None) -> Rendered:
+        return render(
+            LONG.encode(),
+            content_type="text/html",
+            url="https://e.example/a",
+            options=options,
+            model=model,
+        )
+
+    got = run(sure)
+    assert (got.page_type, got.content, full) == ("article", LONG_TEXT, [])  # the rules' pick
+    data["ensembles"]["quick"]["rules_above"] = 0.999  # type: ignore[index]
+    got = run(model_mod.parse(data, CODE_FEATURES))
+    # Below its bar: the full row is computed, the full model types the page, blocks decide.
+    assert (got.page_type, full) == ("forum", [1])
+    assert got.content.startswith("Home News About\n\nFirst part")
 
 
 def test_blocks_and_their_features() -> None:

@@ -23,7 +23,14 @@ from sift.render.blocks import CONTEXT_FEATURES, FEATURES, Blocks, context_rows,
 from sift.render.extract import Selection, host_of, is_title_heading, select
 from sift.render.markdown import BLOCK_TAGS
 from sift.render.model import Model, load
-from sift.render.pagekind import PAGE_FEATURES, classify, page_features
+from sift.render.pagekind import (
+    PAGE_FEATURES,
+    QUICK_FEATURES,
+    classify,
+    page_features,
+    quick_features,
+    surely_article,
+)
 from sift.render.pagetree import common_ancestor
 from sift.render.pagetype import PageInfo
 
@@ -46,7 +53,7 @@ DEFAULT_MODEL: Any = _Default()
 # A page with less text than this is typed "other": a few lines say nothing of the page's
 # kind (a two-line page read as a "forum" misleads more than it tells).
 MIN_TYPED_CHARS = 500
-_LOG_CHARS = PAGE_FEATURES.index("log_chars")
+_LOG_CHARS = QUICK_FEATURES.index("log_chars")  # the same column in PAGE_FEATURES
 _FEW_CHARS = math.log1p(MIN_TYPED_CHARS)
 
 
@@ -54,7 +61,14 @@ _FEW_CHARS = math.log1p(MIN_TYPED_CHARS)
 def load_model() -> Model | None:
     """The shipped model, checked against the features this code computes; loaded once per
     process; None (with a log warning) when unusable, and the rules render alone."""
-    return load({"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES})
+    return load(
+        {
+            "blocks": FEATURES,
+            "context": CONTEXT_FEATURES,
+            "page_type": PAGE_FEATURES,
+            "quick": QUICK_FEATURES,
+        }
+    )
 
 
 def choose(
@@ -75,10 +89,14 @@ def choose(
     sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url), attrs=attrs)
     if model is None:
         return sel, "other"
-    row = page_features(body, info, sel, url, meta)
+    quick = quick_features(info, sel, url, meta)
+    few = quick[_LOG_CHARS] < _FEW_CHARS  # too little text to say what kind of page it is
+    if surely_article(model, quick):
+        return sel, "other" if few else "article"
+    row = page_features(body, info, sel, url, meta, quick)
     kind, rules_alone = classify(model, row)
-    if row[_LOG_CHARS] < _FEW_CHARS:
-        kind = "other"  # too little text to say what kind of page it is
+    if few:
+        kind = "other"
     ens = model.ensembles.get("blocks")
     # Where no part of the page holds more prose than links (a directory, a menu), the rules
     # give the whole page and say so (``thin_content``): the model does not pick a fragment.
