@@ -180,6 +180,7 @@ def _fold_models() -> list[Any]:
         "context": CONTEXT_FEATURES,
         "page_type": PAGE_FEATURES,
         "quick": QUICK_FEATURES,
+        "gain": PAGE_FEATURES,
     }
     return [parse(m, features) for m in data["models"]]
 

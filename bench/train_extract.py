@@ -55,6 +55,8 @@ OUT = ROOT / "src/sift/render/extract_model.json"
 LABEL_SHARE = 0.5
 # How much of the objective (and of the page-type accuracy) the quick gate may cost.
 QUICK_SLACK = 0.002
+# How much of the objective the gain gate may cost (it spares the block model's CPU).
+GAIN_SLACK = 0.001
 SEED = 7
 _WORD = re.compile(r"\w+")
 
@@ -89,6 +91,17 @@ PAGE_ROUNDS = 80
 QUICK_PARAMS: dict[str, Any] = {**PAGE_PARAMS, "objective": "binary"}
 del QUICK_PARAMS["num_class"]
 QUICK_ROUNDS = 60
+# The gain model: how much the block model improves on the rules' pick of a page (word F1
+# of the kept text, out of fold), from its page row.
+GAIN_PARAMS: dict[str, Any] = {
+    **BLOCK_PARAMS,
+    "objective": "regression",
+    "learning_rate": 0.05,
+    "num_leaves": 7,
+    "max_depth": 3,
+    "min_data_in_leaf": 20,
+}
+GAIN_ROUNDS = 100
 CONTEXT_PARAMS: dict[str, Any] = {**BLOCK_PARAMS, "num_leaves": 15, "max_depth": 5}
 CONTEXT_ROUNDS = 60
 
@@ -251,6 +264,7 @@ class Fitted:
     context: Any
     page_type: Any
     quick: Any
+    gain: Any = None  # trained on out-of-fold gains, after cross-validation
 
     def block_probs(self, rows: list[list[float]]) -> list[float]:
         first = predict_blocks(self.blocks, rows)
@@ -312,7 +326,9 @@ def fit(pages: list[PageRows], k: int, skip: int | None = None) -> Fitted:
     return Fitted(_train_blocks(own), context, page_type, quick)
 
 
-def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[Fitted]]:
+def cross_validate(
+    pages: list[PageRows], k: int
+) -> tuple[dict[str, Any], list[Fitted], dict[str, float]]:
     """Grouped k-fold scores (block AUC and accuracy, word F1 of the kept blocks' text per
     page kind, page-type accuracy and confusion matrix) and the k fold models."""
     oof: dict[str, list[float]] = {}
@@ -340,9 +356,19 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     for p in pages:  # what serving does: the quick model first, then the full one
         if quick[p.key] >= quick_above:
             type_oof[p.key], article[p.key] = "article", 1.0
+    gains = page_gains(pages, oof, keep_above, add_above)
+    predicted: dict[str, float] = {}
+    for f, fitted in enumerate(folds):
+        fitted.gain = train_gain([p for p in pages if fold_of(p.site, k) != f], gains)
+        for p in pages:
+            if fold_of(p.site, k) == f:
+                predicted[p.key] = predict_blocks(fitted.gain, [p.page_row])[0]
+    gated = {p.key: article[p.key] >= rules_above for p in pages}
+    gain_above = tune_gain(pages, oof, gated, predicted, keep_above, add_above)
     per_kind: dict[str, list[float]] = {}
     for p in pages:
-        kept = kept_text(p, oof[p.key], keep_above, add_above, article[p.key] >= rules_above)
+        rules = gated[p.key] or predicted[p.key] <= gain_above
+        kept = kept_text(p, oof[p.key], keep_above, add_above, rules)
         group = p.kind if p.set_name == "wcxb" else p.set_name
         per_kind.setdefault(group, []).append(word_f1(kept, p.truth))
     typed = [p for p in pages if p.set_name == "wcxb"]
@@ -363,6 +389,10 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
         "quick_above": quick_above,
         "pages_quick": sum(1 for p in pages if quick[p.key] >= quick_above),
         "pages_rules_alone": sum(1 for p in pages if article[p.key] >= rules_above),
+        "gain_above": gain_above,
+        "pages_block_model": sum(
+            1 for p in pages if not gated[p.key] and predicted[p.key] > gain_above
+        ),
         "kept_blocks_word_f1": {
             "wcxb": round(sum(wcxb) / len(wcxb), 4) if wcxb else 0.0,
             **{kind: round(sum(v) / len(v), 4) for kind, v in sorted(per_kind.items())},
@@ -372,7 +402,7 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
             a: dict(sorted(b.items())) for a, b in sorted(confusion.items())
         },
     }
-    return cv, folds
+    return cv, folds, gains
 
 
 def kept_text(
@@ -415,6 +445,51 @@ def tune_gate(
         if score > best[0] + 1e-9:
             best = (score, gate)
     return best[1]
+
+
+def page_gains(
+    pages: list[PageRows], oof: dict[str, list[float]], keep_above: float, add_above: float
+) -> dict[str, float]:
+    """Per page: word F1 of the blocks the model keeps minus that of the rules' blocks."""
+    return {
+        p.key: word_f1(kept_text(p, oof[p.key], keep_above, add_above), p.truth)
+        - word_f1(kept_text(p, oof[p.key], keep_above, add_above, True), p.truth)
+        for p in pages
+    }
+
+
+def train_gain(pages: list[PageRows], gains: dict[str, float]) -> Any:
+    return train(
+        GAIN_PARAMS, GAIN_ROUNDS, [p.page_row for p in pages], [gains[p.key] for p in pages]
+    )
+
+
+def tune_gain(
+    pages: list[PageRows],
+    oof: dict[str, list[float]],
+    gated: dict[str, bool],
+    predicted: dict[str, float],
+    keep_above: float,
+    add_above: float,
+) -> float:
+    """The predicted gain at or below which the rules decide alone: the highest of a few
+    (the fewest pages sent to the block model) that costs at most ``GAIN_SLACK`` of the
+    thresholds' objective (-1.0: every page the other gates let through)."""
+
+    def score(tau: float) -> float:
+        def text_of(p: PageRows) -> str:
+            rules = gated[p.key] or predicted[p.key] <= tau
+            return kept_text(p, oof[p.key], keep_above, add_above, rules)
+
+        return _by_set_mean(pages, text_of)
+
+    base = score(-1.0)
+    best = -1.0
+    for tau in (0.0, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02):
+        if score(tau) < base - GAIN_SLACK:
+            break
+        best = tau
+    return best
 
 
 def tune_quick(
@@ -471,8 +546,15 @@ def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple
 
 
 def model_file(
-    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float, float]
+    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float, float, float]
 ) -> dict[str, Any]:
+    gain = {}
+    if fitted.gain is not None:
+        gain["gain"] = {
+            "features": list(PAGE_FEATURES),
+            "threshold": thresholds[4],
+            "trees": export(fitted.gain, 1),
+        }
     return {
         "format": FORMAT,
         "render_version": RENDER_VERSION,
@@ -496,6 +578,7 @@ def model_file(
                 "rules_above": thresholds[3],
                 "trees": export(fitted.quick, 1),
             },
+            **gain,
         },
     }
 
@@ -540,12 +623,20 @@ def main(argv: list[str] | None = None) -> int:
         "context_params": {**CONTEXT_PARAMS, "rounds": CONTEXT_ROUNDS},
         "page_params": {**PAGE_PARAMS, "rounds": PAGE_ROUNDS},
         "quick_params": {**QUICK_PARAMS, "rounds": QUICK_ROUNDS},
+        "gain_params": {**GAIN_PARAMS, "rounds": GAIN_ROUNDS},
     }
-    thresholds = (0.5, 0.5, 2.0, 2.0)
+    thresholds = (0.5, 0.5, 2.0, 2.0, -1.0)
+    gains: dict[str, float] = {}
     if not args.no_cv:
-        meta["cv"], folds = cross_validate(pages, args.folds)
+        meta["cv"], folds, gains = cross_validate(pages, args.folds)
         cv = meta["cv"]
-        thresholds = (cv["keep_above"], cv["add_above"], cv["rules_above"], cv["quick_above"])
+        thresholds = (
+            cv["keep_above"],
+            cv["add_above"],
+            cv["rules_above"],
+            cv["quick_above"],
+            cv["gain_above"],
+        )
         print(json.dumps(meta["cv"], indent=1), file=sys.stderr)
         if args.folds_out:
             fold_files = {
@@ -555,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
             args.folds_out.parent.mkdir(parents=True, exist_ok=True)
             args.folds_out.write_text(dump(fold_files), "utf-8")
     final = fit(pages, args.folds)
+    if gains:
+        final.gain = train_gain(pages, gains)
     args.out.write_text(dump(model_file(final, meta, thresholds)), "utf-8")
     size = args.out.stat().st_size
     print(f"wrote {args.out} ({size / 1e6:.2f} MB) in {time.process_time() - start:.0f}s")

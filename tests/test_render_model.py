@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sift.render import RENDER_VERSION, RenderOptions, Rendered, learned, render
+from sift.render import RENDER_VERSION, Rendered, RenderOptions, learned, render
 from sift.render import model as model_mod
 from sift.render.blocks import CONTEXT_FEATURES, FEATURES, context_rows, page_blocks
 from sift.render.extract import select

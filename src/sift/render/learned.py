@@ -27,6 +27,7 @@ from sift.render.pagekind import (
     PAGE_FEATURES,
     QUICK_FEATURES,
     classify,
+    model_helps,
     page_features,
     quick_features,
     surely_article,
@@ -67,6 +68,7 @@ def load_model() -> Model | None:
             "context": CONTEXT_FEATURES,
             "page_type": PAGE_FEATURES,
             "quick": QUICK_FEATURES,
+            "gain": PAGE_FEATURES,
         }
     )
 
@@ -101,6 +103,8 @@ def choose(
     # Where no part of the page holds more prose than links (a directory, a menu), the rules
     # give the whole page and say so (``thin_content``): the model does not pick a fragment.
     if ens is None or sel.tree is None or rules_alone or sel.score <= 0:
+        return sel, kind
+    if not model_helps(model, row):
         return sel, kind
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
     probs = ens.probability_of_each(blocks.rows)

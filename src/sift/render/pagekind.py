@@ -427,6 +427,15 @@ def surely_article(model: Any, quick: list[float]) -> bool:
     return ens is not None and ens.probability(quick) >= ens.rules_above
 
 
+def model_helps(model: Any, row: list[float]) -> bool:
+    """Whether the block model is predicted to improve on the rules' pick for a page of this
+    ``PAGE_FEATURES`` row by more than the gain model's ``threshold`` (word F1; chosen in
+    training): where it is not, the rules decide alone and the page costs no block model.
+    True without a gain model."""
+    ens = model.ensembles.get("gain") if model is not None else None
+    return ens is None or ens.raw(row) > ens.threshold
+
+
 def classify(model: Any, row: list[float]) -> tuple[str, bool]:
     """The page's type, and whether it is so surely an article that the rules decide its
     content alone (the model's ``rules_above``: measured, the rules are as good there and
