@@ -18,7 +18,9 @@ Metrics, per set and per WCXB page type:
   (an empty output scores 0), averaged over all pages — the number WCXB publishes;
 - empty outputs on pages whose ground truth is not empty;
 - pages/s of CPU time (``time.process_time``: the machine is shared, and CPU time is what
-  one core can do), single process, and the ratio to trafilatura's on the same pages.
+  one core can do), single process, and the ratio to trafilatura's on the same pages; the
+  extractors take turns by chunks of 10 pages, so a drift in the machine's load is shared
+  by all of them rather than charged to whichever ran then.
 
 Every extractor gets the same gzip-decompressed bytes and URL; its time includes decoding.
 Markdown outputs are scored with link targets and image paths stripped (link and alt text
@@ -302,20 +304,39 @@ def load_set(name: str, types: set[str] | None) -> list[Page]:
     return pages
 
 
-def run_extractor(extract: Extractor, pages: list[Page], name: str) -> Run:
-    outputs: dict[str, str] = {}
+# Pages an extractor renders before the next one takes its turn (see ``run_extractors``).
+CHUNK_PAGES = 10
+
+
+def run_extractors(extractors: dict[str, Extractor], pages: list[Page]) -> dict[str, Run]:
+    """Every extractor over ``pages``, taking turns by chunks of ``CHUNK_PAGES`` (the order
+    rotating from chunk to chunk), each chunk timed in CPU seconds: on a shared machine the
+    load drifts over minutes, and one extractor after the other would carry that drift into
+    the ratios."""
+    outputs: dict[str, dict[str, str]] = {name: {} for name in extractors}
+    seconds = dict.fromkeys(extractors, 0.0)
+    names = list(extractors)
     gc.collect()
-    start = time.process_time()
-    for page in pages:
-        try:
-            outputs[page.key] = extract(page.body, page.url) or ""
-        except Exception as exc:  # a baseline crashing on one page scores it empty
-            print(f"  {name}: {page.key[:10]} raised {type(exc).__name__}", file=sys.stderr)
-            outputs[page.key] = ""
-    seconds = time.process_time() - start
-    if "markdown" in name:  # scored without link targets: not the extractor's time
-        outputs = {k: strip_markdown_targets(v) for k, v in outputs.items()}
-    return Run(outputs, seconds)
+    for c, at in enumerate(range(0, len(pages), CHUNK_PAGES)):
+        chunk = pages[at : at + CHUNK_PAGES]
+        turn = c % len(names)
+        for name in names[turn:] + names[:turn]:
+            extract, out = extractors[name], outputs[name]
+            start = time.process_time()
+            for page in chunk:
+                try:
+                    out[page.key] = extract(page.body, page.url) or ""
+                except Exception as exc:  # a baseline crashing on one page scores it empty
+                    print(f"  {name}: {page.key[:10]} raised {type(exc).__name__}", file=sys.stderr)
+                    out[page.key] = ""
+            seconds[name] += time.process_time() - start
+    runs = {}
+    for name in names:
+        got = outputs[name]
+        if "markdown" in name:  # scored without link targets: not the extractor's time
+            got = {k: strip_markdown_targets(v) for k, v in got.items()}
+        runs[name] = Run(got, seconds[name])
+    return runs
 
 
 def _cache_file(set_name: str, name: str) -> Path:
@@ -466,16 +487,16 @@ def main(argv: list[str] | None = None) -> int:
     types = set(args.type) if args.type else None
     for set_name in set_names:
         pages = load_set(set_name, types if set_name == "wcxb" else None)
-        runs: dict[str, Run] = {}
+        extractors: dict[str, Extractor] = {}
         for name in names:
             try:
-                extract = EXTRACTORS[name]()
+                extractors[name] = EXTRACTORS[name]()
             except ImportError as exc:
                 print(f"{name}: not installed ({exc.name})", file=sys.stderr)
-                continue
-            runs[name] = run_extractor(extract, pages, name)
+        runs = run_extractors(extractors, pages)
+        for name, run in runs.items():
             if not name.startswith("sift") and not args.type:
-                save_cache(set_name, name, runs[name], pages)
+                save_cache(set_name, name, run, pages)
         if args.fast:
             for name in DEFAULT:
                 if name not in runs and not name.startswith("sift"):

@@ -31,6 +31,7 @@ CODE_FEATURES = {
     "context": CONTEXT_FEATURES,
     "page_type": PAGE_FEATURES,
     "quick": QUICK_FEATURES,
+    "gain": PAGE_FEATURES,
 }
 PROSE = (
     "This paragraph is the article: it runs long enough to be the main content of the page, "
@@ -87,11 +88,12 @@ def test_shipped_model_loads_fits_the_code_and_is_small() -> None:
         "kept_blocks_word_f1",
         "rules_above",
         "quick_above",
+        "gain_above",
     }
     learned.load_model.cache_clear()
     model = learned.load_model()
     assert model is not None
-    assert set(model.ensembles) == {"blocks", "context", "page_type", "quick"}
+    assert set(model.ensembles) == {"blocks", "context", "page_type", "quick", "gain"}
     # The page-type row opens with the quick row: the quick model's columns are its first.
     assert PAGE_FEATURES[: len(QUICK_FEATURES)] == QUICK_FEATURES
     for name, ens in model.ensembles.items():
@@ -208,6 +210,27 @@ def test_a_surely_article_page_is_typed_by_the_quick_model_and_kept_by_the_rules
     # Below its bar: the full row is computed, the full model types the page, blocks decide.
     assert (got.page_type, full) == ("forum", [1])
     assert got.content.startswith("Home News About\n\nFirst part")
+
+
+@pytest.mark.parametrize(("predicted", "blocks_decide"), [(0.01, False), (0.03, True)])
+def test_the_gain_model_sends_a_page_to_the_blocks_only_above_its_threshold(
+    predicted: float, blocks_decide: bool
+) -> None:
+    keep_all = [[_tree([], [], [], [], [5.0])]]
+    data = _file({"blocks": keep_all, "gain": [[_tree([], [], [], [], [predicted])]]})
+    data["ensembles"]["gain"]["threshold"] = 0.02  # type: ignore[index]
+    options = RenderOptions(format="text")
+    got = render(
+        LONG.encode(),
+        content_type="text/html",
+        url="https://e.example/a",
+        options=options,
+        model=model_mod.parse(data, CODE_FEATURES),
+    )
+    # At or below the threshold the rules' pick stands; above it every block is kept.
+    assert got.content == (
+        f"Home News About\n\n{LONG_TEXT}\n\n" if blocks_decide else LONG_TEXT
+    ) + ("Copyright the example company, all rights reserved." if blocks_decide else "")
 
 
 def test_blocks_and_their_features() -> None:

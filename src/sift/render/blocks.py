@@ -125,6 +125,7 @@ CONTEXT_FEATURES: tuple[str, ...] = (
     "rules_kept",
     "position",
 )
+_NEIGHBOUR_COLUMNS = tuple(FEATURES.index(f) for f in _NEIGHBOUR)
 _CONTEXT_COLUMNS = tuple(
     FEATURES.index(f) for f in ("log_chars", "link_share", "rules_kept", "position")
 )
@@ -151,6 +152,7 @@ class Blocks:
     ids: list[int]
     texts: list[str]
     rows: list[list[float]]
+    owner: list[int]  # per element: the block its own text belongs to (itself or an ancestor)
 
 
 def _block_of(t: PageTree) -> list[int]:
@@ -278,7 +280,7 @@ def page_blocks(
         rows.append(row)
         before += bown[b]
     _add_neighbours(rows, page)
-    return Blocks(t, ids, texts, rows)
+    return Blocks(t, ids, texts, rows, blk)
 
 
 def _spread(group: set[int], parent: list[int]) -> list[bool]:
@@ -358,9 +360,9 @@ def _around(t: PageTree, b: int, p: int, same_tag: int) -> tuple[float, ...]:
 
 def _add_neighbours(rows: list[list[float]], page: list[float]) -> None:
     """Append the previous and next blocks' few numbers, then the page's, to every row."""
-    cols = [FEATURES.index(f) for f in _NEIGHBOUR]
-    edge = [0.0, 0.0, 0.0, 0.0]
-    own = [[r[c] for c in cols] for r in rows]
+    edge = (0.0, 0.0, 0.0, 0.0)
+    pick = itemgetter(*_NEIGHBOUR_COLUMNS)
+    own = [pick(r) for r in rows]
     for k, row in enumerate(rows):
         row.extend(own[k - 1] if k > 0 else edge)
         row.extend(own[k + 1] if k + 1 < len(rows) else edge)

@@ -21,7 +21,6 @@ from typing import Any
 
 from sift.render.blocks import CONTEXT_FEATURES, FEATURES, Blocks, context_rows, page_blocks
 from sift.render.extract import Selection, host_of, is_title_heading, select
-from sift.render.markdown import BLOCK_TAGS
 from sift.render.model import Model, load
 from sift.render.pagekind import (
     PAGE_FEATURES,
@@ -152,7 +151,7 @@ def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:
     kept_block = [False] * n
     for b in kept:
         kept_block[b] = True
-    owner = _owner(t.els, t.parent)
+    owner = blocks.owner
     index = t.index
     title_key = sel.title_key
 
@@ -179,11 +178,3 @@ def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:
         sel.listing,
         title_key,
     )
-
-
-def _owner(els: list[Any], parent: list[int]) -> list[int]:
-    """Per element: the block its own text belongs to (itself, or its nearest block)."""
-    out = [0] * len(els)
-    for i in range(1, len(els)):
-        out[i] = i if els[i].tag in BLOCK_TAGS else out[parent[i]]
-    return out
