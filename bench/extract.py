@@ -18,16 +18,16 @@ Metrics, per set and per WCXB page type:
   (an empty output scores 0), averaged over all pages — the number WCXB publishes;
 - empty outputs on pages whose ground truth is not empty;
 - pages/s of CPU time (``time.process_time``: the machine is shared, and CPU time is what
-  one core can do), single process, and the ratio to trafilatura's on the same pages; the
-  extractors take turns by chunks of 10 pages, so a drift in the machine's load is shared
-  by all of them rather than charged to whichever ran then.
+  one core can do), single process, and the ratio to trafilatura's on the same pages; one
+  extractor after the other, or with ``--turns N`` taking turns by chunks of N pages (a
+  drift in the machine's load is then shared by all of them).
 
 Every extractor gets the same gzip-decompressed bytes and URL; its time includes decoding.
 Markdown outputs are scored with link targets and image paths stripped (link and alt text
 kept), after the timing. Usage::
 
     .venv/bin/python bench/extract.py [--set scrapinghub|wcxb|all] [--type TYPE ...]
-        [--only NAME ...] [--fast] [--changed] [--dump DIR] [--memory]
+        [--only NAME ...] [--fast] [--changed] [--dump DIR] [--memory] [--turns N]
 
 sift runs three ways: ``sift text``/``sift markdown`` with the shipped model (trained on every
 page here: its quality figures are not honest, its speed is), ``... (rules)`` with no model,
@@ -304,21 +304,21 @@ def load_set(name: str, types: set[str] | None) -> list[Page]:
     return pages
 
 
-# Pages an extractor renders before the next one takes its turn (see ``run_extractors``).
-CHUNK_PAGES = 10
-
-
-def run_extractors(extractors: dict[str, Extractor], pages: list[Page]) -> dict[str, Run]:
-    """Every extractor over ``pages``, taking turns by chunks of ``CHUNK_PAGES`` (the order
-    rotating from chunk to chunk), each chunk timed in CPU seconds: on a shared machine the
-    load drifts over minutes, and one extractor after the other would carry that drift into
-    the ratios."""
+def run_extractors(
+    extractors: dict[str, Extractor], pages: list[Page], turns: int = 0
+) -> dict[str, Run]:
+    """Every extractor over ``pages``, each timed in CPU seconds: one after the other
+    (``turns`` 0), or taking turns by chunks of ``turns`` pages, the order rotating from
+    chunk to chunk. On a shared machine the load drifts over minutes, and one extractor
+    after the other carries that drift into the ratios; in turns, each extractor's caches
+    are cooled by the others' work between chunks (a render worker runs only sift)."""
     outputs: dict[str, dict[str, str]] = {name: {} for name in extractors}
     seconds = dict.fromkeys(extractors, 0.0)
     names = list(extractors)
     gc.collect()
-    for c, at in enumerate(range(0, len(pages), CHUNK_PAGES)):
-        chunk = pages[at : at + CHUNK_PAGES]
+    size = turns or len(pages) or 1
+    for c, at in enumerate(range(0, len(pages), size)):
+        chunk = pages[at : at + size]
         turn = c % len(names)
         for name in names[turn:] + names[:turn]:
             extract, out = extractors[name], outputs[name]
@@ -478,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed", action="store_true", help="pages whose score moved")
     parser.add_argument("--dump", type=Path, help="write each extractor's outputs here as JSON")
     parser.add_argument("--memory", action="store_true", help="peak RSS of the largest page")
+    parser.add_argument(
+        "--turns", type=int, default=0, help="extractors take turns by chunks of N pages"
+    )
     args = parser.parse_args(argv)
 
     names = list(args.only or (["sift text"] if args.fast else DEFAULT))
@@ -493,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                 extractors[name] = EXTRACTORS[name]()
             except ImportError as exc:
                 print(f"{name}: not installed ({exc.name})", file=sys.stderr)
-        runs = run_extractors(extractors, pages)
+        runs = run_extractors(extractors, pages, args.turns)
         for name, run in runs.items():
             if not name.startswith("sift") and not args.type:
                 save_cache(set_name, name, run, pages)
