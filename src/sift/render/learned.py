@@ -10,6 +10,10 @@ block's inline text is never cut, and a dropped block's words never appear unles
 block sits inside it). The document title's heading is left out as before
 (``Rendered.title`` carries it).
 
+Three gates send a page to the rules alone before the block model runs (each spares the
+work after it): the quick article model over the cheap page features, the page-type model's
+probability of an article, and the gain model's predicted improvement over the rules.
+
 Without a usable model (or when it keeps nothing) the rules' selection is used as is.
 """
 

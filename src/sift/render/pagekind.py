@@ -11,6 +11,10 @@ a kind of page, pronoun rates), class words that name page parts (``price``, ``c
 ``comment``, ``reply``, ``toc``, ``card`` …) and the shape and words of the URL's path.
 Never the URL's host or the site.
 
+The row opens with its cheap columns (``QUICK_FEATURES``): a small binary model (``quick``)
+reads only those, and a page it calls an article surely enough is typed ``article`` without
+the rest of the row (``surely_article``).
+
 ``other`` is the answer when the best class is less likely than ``OTHER_BELOW``, and when
 there is no model.
 """
