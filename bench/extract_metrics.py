@@ -1,5 +1,9 @@
 """The extraction benchmark's metrics: scrapinghub's shingle precision/recall/F1 and WCXB's
-word F1 (``bench/extract.py`` says how each is computed and averaged)."""
+word F1 (``bench/extract.py`` says how each is computed and averaged).
+
+Data: none of its own; the sets are read by ``bench/extract.py`` (bench/data.py says
+where they come from).
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,9 @@
 ``bench/train_extract.py`` cross-validates the block model, then calls these: the keep/add
 thresholds, the article gate, the quick gate and the gain gate, each on the same objective
 (the mean of the two sets' word F1 of the kept blocks' text, each set weighing the same).
+
+Data: the out-of-fold figures ``bench/train_extract.py`` computes from the sets
+bench/data.py gets.
 """
 
 from __future__ import annotations
