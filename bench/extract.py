@@ -18,14 +18,16 @@ Metrics, per set and per WCXB page type:
   (an empty output scores 0), averaged over all pages — the number WCXB publishes;
 - empty outputs on pages whose ground truth is not empty;
 - pages/s of CPU time (``time.process_time``: the machine is shared, and CPU time is what
-  one core can do), single process, and the ratio to trafilatura's on the same pages.
+  one core can do), single process, and the ratio to trafilatura's on the same pages; one
+  extractor after the other, or with ``--turns N`` taking turns by chunks of N pages (a
+  drift in the machine's load is then shared by all of them).
 
 Every extractor gets the same gzip-decompressed bytes and URL; its time includes decoding.
 Markdown outputs are scored with link targets and image paths stripped (link and alt text
 kept), after the timing. Usage::
 
     .venv/bin/python bench/extract.py [--set scrapinghub|wcxb|all] [--type TYPE ...]
-        [--only NAME ...] [--fast] [--changed] [--dump DIR] [--memory]
+        [--only NAME ...] [--fast] [--changed] [--dump DIR] [--memory] [--turns N]
 
 sift runs three ways: ``sift text``/``sift markdown`` with the shipped model (trained on every
 page here: its quality figures are not honest, its speed is), ``... (rules)`` with no model,
@@ -51,89 +53,24 @@ import re
 import subprocess
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from data import extraction_set
+from extract_metrics import metrics, strip_markdown_targets, tp_fp_fn, word_f1
+
+__all__ = ["metrics", "strip_markdown_targets", "tp_fp_fn", "word_f1"]  # also used by training
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = ("scrapinghub", "wcxb")  # found by bench/data.py's extraction_set
 CACHE = ROOT / "bench/.cache"
 WCXB_TYPES = ("article", "service", "product", "collection", "forum", "listing", "documentation")
 
-_SHINGLE_TOKEN = re.compile(r"\w+", re.UNICODE)
-_MD_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
-_MD_LINK = re.compile(r"\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
 
 Extractor = Callable[[bytes, str], str]
-
-
-# ---- scrapinghub's shingle metric -------------------------------------------------------------
-
-
-def shingles(text: str, n: int = 4) -> Counter[tuple[str, ...]]:
-    tokens = _SHINGLE_TOKEN.findall(text or "")
-    grams = (tuple(tokens[i : i + n]) for i in range(max(1, len(tokens) - n + 1)))
-    return Counter(g for g in grams if g)
-
-
-def tp_fp_fn(true: str, pred: str) -> tuple[float, float, float]:
-    t, p = shingles(true), shingles(pred)
-    tp = float(sum((t & p).values()))
-    fp = float(sum((p - t).values()))
-    fn = float(sum((t - p).values()))
-    s = tp + fp + fn
-    return (tp / s, fp / s, fn / s) if s > 0 else (tp, fp, fn)
-
-
-def _precision(tp: float, fp: float, fn: float) -> float:
-    if fp == fn == 0:
-        return 1.0
-    if tp == fp == 0:
-        return 0.0
-    return tp / (tp + fp)
-
-
-def _recall(tp: float, fp: float, fn: float) -> float:
-    if fp == fn == 0:
-        return 1.0
-    if tp == fn == 0:
-        return 0.0
-    return tp / (tp + fn)
-
-
-def metrics(rows: list[tuple[float, float, float]]) -> tuple[float, float, float]:
-    ps = [_precision(*r) for r in rows if r[0] + r[1] > 0]
-    rs = [_recall(*r) for r in rows if r[0] + r[2] > 0]
-    p = sum(ps) / len(ps) if ps else 0.0
-    r = sum(rs) / len(rs) if rs else 0.0
-    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
-
-
-# ---- WCXB's word metric -------------------------------------------------------------------
-
-
-def word_f1(pred: str, true: str) -> float:
-    """WCXB's per-page F1 over lower-cased ``\\w+`` word multisets."""
-    ref = _SHINGLE_TOKEN.findall(true.lower()) if true else []
-    got = _SHINGLE_TOKEN.findall(pred.lower()) if pred else []
-    if not ref:
-        return 1.0 if not got else 0.0
-    if not got:
-        return 0.0
-    overlap = sum((Counter(got) & Counter(ref)).values())
-    if not overlap:
-        return 0.0
-    p, r = overlap / len(got), overlap / len(ref)
-    return 2 * p * r / (p + r)
-
-
-def strip_markdown_targets(md: str) -> str:
-    """Markdown with link targets and image paths removed (their visible text kept)."""
-    return _MD_LINK.sub(r"\1", _MD_IMAGE.sub("", md))
 
 
 # ---- extractors ----------------------------------------------------------------------------
@@ -170,12 +107,18 @@ def _fold_models() -> list[Any]:
     """The k fold models ``bench/train_extract.py --folds-out`` wrote."""
     from sift.render.blocks import CONTEXT_FEATURES, FEATURES
     from sift.render.model import parse
-    from sift.render.pagekind import PAGE_FEATURES
+    from sift.render.pagekind import PAGE_FEATURES, QUICK_FEATURES
 
     if not CV_FOLDS.exists():
         raise SystemExit(f"no {CV_FOLDS}: run bench/train_extract.py --folds-out {CV_FOLDS}")
     data = json.loads(CV_FOLDS.read_text("utf-8"))
-    features = {"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES}
+    features = {
+        "blocks": FEATURES,
+        "context": CONTEXT_FEATURES,
+        "page_type": PAGE_FEATURES,
+        "quick": QUICK_FEATURES,
+        "gain": PAGE_FEATURES,
+    }
     return [parse(m, features) for m in data["models"]]
 
 
@@ -296,20 +239,39 @@ def load_set(name: str, types: set[str] | None) -> list[Page]:
     return pages
 
 
-def run_extractor(extract: Extractor, pages: list[Page], name: str) -> Run:
-    outputs: dict[str, str] = {}
+def run_extractors(
+    extractors: dict[str, Extractor], pages: list[Page], turns: int = 0
+) -> dict[str, Run]:
+    """Every extractor over ``pages``, each timed in CPU seconds: one after the other
+    (``turns`` 0), or taking turns by chunks of ``turns`` pages, the order rotating from
+    chunk to chunk. On a shared machine the load drifts over minutes, and one extractor
+    after the other carries that drift into the ratios; in turns, each extractor's caches
+    are cooled by the others' work between chunks (a render worker runs only sift)."""
+    outputs: dict[str, dict[str, str]] = {name: {} for name in extractors}
+    seconds = dict.fromkeys(extractors, 0.0)
+    names = list(extractors)
     gc.collect()
-    start = time.process_time()
-    for page in pages:
-        try:
-            outputs[page.key] = extract(page.body, page.url) or ""
-        except Exception as exc:  # a baseline crashing on one page scores it empty
-            print(f"  {name}: {page.key[:10]} raised {type(exc).__name__}", file=sys.stderr)
-            outputs[page.key] = ""
-    seconds = time.process_time() - start
-    if "markdown" in name:  # scored without link targets: not the extractor's time
-        outputs = {k: strip_markdown_targets(v) for k, v in outputs.items()}
-    return Run(outputs, seconds)
+    size = turns or len(pages) or 1
+    for c, at in enumerate(range(0, len(pages), size)):
+        chunk = pages[at : at + size]
+        turn = c % len(names)
+        for name in names[turn:] + names[:turn]:
+            extract, out = extractors[name], outputs[name]
+            start = time.process_time()
+            for page in chunk:
+                try:
+                    out[page.key] = extract(page.body, page.url) or ""
+                except Exception as exc:  # a baseline crashing on one page scores it empty
+                    print(f"  {name}: {page.key[:10]} raised {type(exc).__name__}", file=sys.stderr)
+                    out[page.key] = ""
+            seconds[name] += time.process_time() - start
+    runs = {}
+    for name in names:
+        got = outputs[name]
+        if "markdown" in name:  # scored without link targets: not the extractor's time
+            got = {k: strip_markdown_targets(v) for k, v in got.items()}
+        runs[name] = Run(got, seconds[name])
+    return runs
 
 
 def _cache_file(set_name: str, name: str) -> Path:
@@ -451,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed", action="store_true", help="pages whose score moved")
     parser.add_argument("--dump", type=Path, help="write each extractor's outputs here as JSON")
     parser.add_argument("--memory", action="store_true", help="peak RSS of the largest page")
+    parser.add_argument(
+        "--turns", type=int, default=0, help="extractors take turns by chunks of N pages"
+    )
     args = parser.parse_args(argv)
 
     names = list(args.only or (["sift text"] if args.fast else DEFAULT))
@@ -460,16 +425,16 @@ def main(argv: list[str] | None = None) -> int:
     types = set(args.type) if args.type else None
     for set_name in set_names:
         pages = load_set(set_name, types if set_name == "wcxb" else None)
-        runs: dict[str, Run] = {}
+        extractors: dict[str, Extractor] = {}
         for name in names:
             try:
-                extract = EXTRACTORS[name]()
+                extractors[name] = EXTRACTORS[name]()
             except ImportError as exc:
                 print(f"{name}: not installed ({exc.name})", file=sys.stderr)
-                continue
-            runs[name] = run_extractor(extract, pages, name)
+        runs = run_extractors(extractors, pages, args.turns)
+        for name, run in runs.items():
             if not name.startswith("sift") and not args.type:
-                save_cache(set_name, name, runs[name], pages)
+                save_cache(set_name, name, run, pages)
         if args.fast:
             for name in DEFAULT:
                 if name not in runs and not name.startswith("sift"):

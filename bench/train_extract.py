@@ -28,7 +28,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -38,23 +37,31 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import itertools
 
 from data import extraction_set
 from extract import SETS, Page, fold_of, load_set, site_of, word_f1
+from extract_tuning import (
+    LABEL_SHARE,
+    auc,
+    kept_text,
+    label_blocks,
+    page_gains,
+    tune_gain,
+    tune_gate,
+    tune_quick,
+    tune_thresholds,
+)
 from sift.render.blocks import CONTEXT_FEATURES, FEATURES, context_rows
 from sift.render.decode import decode
 from sift.render.extract import host_of, select
 from sift.render.html import prepare
 from sift.render.model import FORMAT
 from sift.render.options import RENDER_VERSION
-from sift.render.pagekind import PAGE_FEATURES, PAGE_TYPES, page_features
+from sift.render.pagekind import PAGE_FEATURES, PAGE_TYPES, QUICK_FEATURES, page_features
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src/sift/render/extract_model.json"
-LABEL_SHARE = 0.5
 SEED = 7
-_WORD = re.compile(r"\w+")
 
 BLOCK_PARAMS: dict[str, Any] = {
     "objective": "binary",
@@ -83,6 +90,21 @@ PAGE_PARAMS: dict[str, Any] = {
     "min_data_in_leaf": 10,
 }
 PAGE_ROUNDS = 80
+# The quick article model: a page it calls an article surely enough skips the rest.
+QUICK_PARAMS: dict[str, Any] = {**PAGE_PARAMS, "objective": "binary"}
+del QUICK_PARAMS["num_class"]
+QUICK_ROUNDS = 60
+# The gain model: how much the block model improves on the rules' pick of a page (word F1
+# of the kept text, out of fold), from its page row.
+GAIN_PARAMS: dict[str, Any] = {
+    **BLOCK_PARAMS,
+    "objective": "regression",
+    "learning_rate": 0.05,
+    "num_leaves": 7,
+    "max_depth": 3,
+    "min_data_in_leaf": 20,
+}
+GAIN_ROUNDS = 100
 CONTEXT_PARAMS: dict[str, Any] = {**BLOCK_PARAMS, "num_leaves": 15, "max_depth": 5}
 CONTEXT_ROUNDS = 60
 
@@ -100,30 +122,6 @@ class PageRows:
     labels: list[int]
     texts: list[str]
     page_row: list[float]
-
-
-def _tokens(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def label_blocks(texts: list[str], truth: str) -> list[int]:
-    """1 for a block whose word bigrams (single words for one-word blocks) are mostly in
-    the ground truth, else 0."""
-    words = _tokens(truth)
-    unigrams = set(words)
-    bigrams = set(itertools.pairwise(words))
-    out = []
-    for text in texts:
-        toks = _tokens(text)
-        if len(toks) >= 2:
-            pairs = list(itertools.pairwise(toks))
-            share = sum(1 for p in pairs if p in bigrams) / len(pairs)
-        elif toks:
-            share = 1.0 if toks[0] in unigrams else 0.0
-        else:
-            share = 0.0
-        out.append(1 if share >= LABEL_SHARE else 0)
-    return out
 
 
 def featurize(page: Page, set_name: str) -> PageRows | None:
@@ -220,23 +218,6 @@ def predict_blocks(booster: Any, rows: list[list[float]]) -> list[float]:
 # ---- cross-validation ----------------------------------------------------------------------
 
 
-def _auc(scores: list[float], labels: list[int]) -> float:
-    pairs = sorted(zip(scores, labels, strict=True))
-    pos = sum(labels)
-    neg = len(labels) - pos
-    if not pos or not neg:
-        return 0.0
-    rank_sum, i = 0.0, 0
-    while i < len(pairs):
-        j = i
-        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
-            j += 1
-        avg = (i + j + 1) / 2
-        rank_sum += avg * sum(label for _, label in pairs[i:j])
-        i = j
-    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
-
-
 @dataclass
 class Fitted:
     """The three models of one training: blocks, context (second stage), page type."""
@@ -244,6 +225,8 @@ class Fitted:
     blocks: Any
     context: Any
     page_type: Any
+    quick: Any
+    gain: Any = None  # trained on out-of-fold gains, after cross-validation
 
     def block_probs(self, rows: list[list[float]]) -> list[float]:
         first = predict_blocks(self.blocks, rows)
@@ -256,6 +239,10 @@ class Fitted:
         probs = self.page_type.predict(np.asarray([row], dtype=np.float64))[0]
         best = PAGE_TYPES[max(range(len(PAGE_TYPES)), key=lambda c: probs[c])]
         return best, float(probs[PAGE_TYPES.index("article")])
+
+    def quick_article(self, row: list[float]) -> float:
+        """The quick model's probability of ``article`` (the row's quick columns)."""
+        return predict_blocks(self.quick, [row[: len(QUICK_FEATURES)]])[0]
 
 
 def _train_blocks(pages: list[PageRows]) -> Any:
@@ -292,15 +279,24 @@ def fit(pages: list[PageRows], k: int, skip: int | None = None) -> Fitted:
         [p.page_row for p in own],
         [PAGE_TYPES.index(p.kind) if p.kind in PAGE_TYPES else 0 for p in own],
     )
-    return Fitted(_train_blocks(own), context, page_type)
+    quick = train(
+        QUICK_PARAMS,
+        QUICK_ROUNDS,
+        [p.page_row[: len(QUICK_FEATURES)] for p in own],
+        [int(p.kind == "article") for p in own],
+    )
+    return Fitted(_train_blocks(own), context, page_type, quick)
 
 
-def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[Fitted]]:
+def cross_validate(
+    pages: list[PageRows], k: int
+) -> tuple[dict[str, Any], list[Fitted], dict[str, float]]:
     """Grouped k-fold scores (block AUC and accuracy, word F1 of the kept blocks' text per
     page kind, page-type accuracy and confusion matrix) and the k fold models."""
     oof: dict[str, list[float]] = {}
     type_oof: dict[str, str] = {}
     article: dict[str, float] = {}
+    quick: dict[str, float] = {}
     folds = []
     for f in range(k):
         fitted = fit(pages, k, skip=f)
@@ -308,6 +304,7 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
             if fold_of(p.site, k) == f:
                 oof[p.key] = fitted.block_probs(p.rows)
                 type_oof[p.key], article[p.key] = fitted.kind(p.page_row)
+                quick[p.key] = fitted.quick_article(p.page_row)
         folds.append(fitted)
         print(f"  fold {f} done", file=sys.stderr)
     scores = [s for p in pages for s in oof[p.key]]
@@ -315,9 +312,25 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     acc = sum(1 for s, y in zip(scores, labels, strict=True) if (s >= 0.5) == y)
     keep_above, add_above = tune_thresholds(pages, oof)
     rules_above = tune_gate(pages, oof, article, keep_above, add_above)
+    quick_above = tune_quick(
+        pages, oof, (article, rules_above), quick, type_oof, keep_above, add_above
+    )
+    for p in pages:  # what serving does: the quick model first, then the full one
+        if quick[p.key] >= quick_above:
+            type_oof[p.key], article[p.key] = "article", 1.0
+    gains = page_gains(pages, oof, keep_above, add_above)
+    predicted: dict[str, float] = {}
+    for f, fitted in enumerate(folds):
+        fitted.gain = train_gain([p for p in pages if fold_of(p.site, k) != f], gains)
+        for p in pages:
+            if fold_of(p.site, k) == f:
+                predicted[p.key] = predict_blocks(fitted.gain, [p.page_row])[0]
+    gated = {p.key: article[p.key] >= rules_above for p in pages}
+    gain_above = tune_gain(pages, oof, gated, predicted, keep_above, add_above)
     per_kind: dict[str, list[float]] = {}
     for p in pages:
-        kept = kept_text(p, oof[p.key], keep_above, add_above, article[p.key] >= rules_above)
+        rules = gated[p.key] or predicted[p.key] <= gain_above
+        kept = kept_text(p, oof[p.key], keep_above, add_above, rules)
         group = p.kind if p.set_name == "wcxb" else p.set_name
         per_kind.setdefault(group, []).append(word_f1(kept, p.truth))
     typed = [p for p in pages if p.set_name == "wcxb"]
@@ -329,13 +342,19 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
     wcxb = [v for kind, vs in per_kind.items() if kind in PAGE_TYPES for v in vs]
     cv = {
         "folds": k,
-        "block_auc": round(_auc(scores, labels), 4),
+        "block_auc": round(auc(scores, labels), 4),
         "block_accuracy": round(acc / max(1, len(labels)), 4),
         "blocks": len(labels),
         "keep_above": keep_above,
         "add_above": add_above,
         "rules_above": rules_above,
+        "quick_above": quick_above,
+        "pages_quick": sum(1 for p in pages if quick[p.key] >= quick_above),
         "pages_rules_alone": sum(1 for p in pages if article[p.key] >= rules_above),
+        "gain_above": gain_above,
+        "pages_block_model": sum(
+            1 for p in pages if not gated[p.key] and predicted[p.key] > gain_above
+        ),
         "kept_blocks_word_f1": {
             "wcxb": round(sum(wcxb) / len(wcxb), 4) if wcxb else 0.0,
             **{kind: round(sum(v) / len(v), 4) for kind, v in sorted(per_kind.items())},
@@ -345,71 +364,25 @@ def cross_validate(pages: list[PageRows], k: int) -> tuple[dict[str, Any], list[
             a: dict(sorted(b.items())) for a, b in sorted(confusion.items())
         },
     }
-    return cv, folds
+    return cv, folds, gains
 
 
-def kept_text(
-    p: PageRows, probs: list[float], keep_above: float, add_above: float, rules: bool = False
-) -> str:
-    """The text of the blocks kept: above ``keep_above`` where the rules kept the block,
-    above ``add_above`` where they did not; with ``rules``, the rules' blocks."""
-    rk = FEATURES.index("rules_kept")
-    if rules:
-        return " ".join(t for t, row in zip(p.texts, p.rows, strict=True) if row[rk] > 0.5)
-    return " ".join(
-        t
-        for t, row, s in zip(p.texts, p.rows, probs, strict=True)
-        if s >= (keep_above if row[rk] > 0.5 else add_above)
+def train_gain(pages: list[PageRows], gains: dict[str, float]) -> Any:
+    return train(
+        GAIN_PARAMS, GAIN_ROUNDS, [p.page_row for p in pages], [gains[p.key] for p in pages]
     )
 
 
-def _by_set_mean(pages: list[PageRows], text_of: Any) -> float:
-    by_set: dict[str, list[float]] = {}
-    for p in pages:
-        by_set.setdefault(p.set_name, []).append(word_f1(text_of(p), p.truth))
-    return sum(sum(v) / len(v) for v in by_set.values()) / len(by_set)
-
-
-def tune_gate(
-    pages: list[PageRows],
-    oof: dict[str, list[float]],
-    article: dict[str, float],
-    keep_above: float,
-    add_above: float,
-) -> float:
-    """The probability of ``article`` at or above which the rules decide alone: the best of a
-    few on the same objective as the thresholds (2.0: never)."""
-    best = (-1.0, 2.0)
-    for gate in (2.0, 0.95, 0.9, 0.8, 0.7, 0.6):
-        score = _by_set_mean(
-            pages,
-            lambda p, g=gate: kept_text(p, oof[p.key], keep_above, add_above, article[p.key] >= g),
-        )
-        if score > best[0] + 1e-9:
-            best = (score, gate)
-    return best[1]
-
-
-def tune_thresholds(pages: list[PageRows], oof: dict[str, list[float]]) -> tuple[float, float]:
-    """The two thresholds that maximise the mean of the sets' word F1 of kept text (each set
-    weighs the same, whatever its size), on out-of-fold probabilities; ties go to the
-    first, so the choice is deterministic."""
-    best = (-1.0, 0.5, 0.5)
-    for keep_above in (0.2, 0.3, 0.4, 0.5):
-        for add_above in (0.5, 0.55, 0.6, 0.65, 0.7, 0.8):
-            by_set: dict[str, list[float]] = {}
-            for p in pages:
-                text = kept_text(p, oof[p.key], keep_above, add_above)
-                by_set.setdefault(p.set_name, []).append(word_f1(text, p.truth))
-            score = sum(sum(v) / len(v) for v in by_set.values()) / len(by_set)
-            if score > best[0] + 1e-9:
-                best = (score, keep_above, add_above)
-    return best[1], best[2]
-
-
 def model_file(
-    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float]
+    fitted: Fitted, meta: dict[str, Any], thresholds: tuple[float, float, float, float, float]
 ) -> dict[str, Any]:
+    gain = {}
+    if fitted.gain is not None:
+        gain["gain"] = {
+            "features": list(PAGE_FEATURES),
+            "threshold": thresholds[4],
+            "trees": export(fitted.gain, 1),
+        }
     return {
         "format": FORMAT,
         "render_version": RENDER_VERSION,
@@ -428,6 +401,12 @@ def model_file(
                 "classes": list(PAGE_TYPES),
                 "trees": export(fitted.page_type, len(PAGE_TYPES)),
             },
+            "quick": {
+                "features": list(QUICK_FEATURES),
+                "rules_above": thresholds[3],
+                "trees": export(fitted.quick, 1),
+            },
+            **gain,
         },
     }
 
@@ -471,12 +450,21 @@ def main(argv: list[str] | None = None) -> int:
         "block_params": {**BLOCK_PARAMS, "rounds": BLOCK_ROUNDS},
         "context_params": {**CONTEXT_PARAMS, "rounds": CONTEXT_ROUNDS},
         "page_params": {**PAGE_PARAMS, "rounds": PAGE_ROUNDS},
+        "quick_params": {**QUICK_PARAMS, "rounds": QUICK_ROUNDS},
+        "gain_params": {**GAIN_PARAMS, "rounds": GAIN_ROUNDS},
     }
-    thresholds = (0.5, 0.5, 2.0)
+    thresholds = (0.5, 0.5, 2.0, 2.0, -1.0)
+    gains: dict[str, float] = {}
     if not args.no_cv:
-        meta["cv"], folds = cross_validate(pages, args.folds)
+        meta["cv"], folds, gains = cross_validate(pages, args.folds)
         cv = meta["cv"]
-        thresholds = (cv["keep_above"], cv["add_above"], cv["rules_above"])
+        thresholds = (
+            cv["keep_above"],
+            cv["add_above"],
+            cv["rules_above"],
+            cv["quick_above"],
+            cv["gain_above"],
+        )
         print(json.dumps(meta["cv"], indent=1), file=sys.stderr)
         if args.folds_out:
             fold_files = {
@@ -486,6 +474,8 @@ def main(argv: list[str] | None = None) -> int:
             args.folds_out.parent.mkdir(parents=True, exist_ok=True)
             args.folds_out.write_text(dump(fold_files), "utf-8")
     final = fit(pages, args.folds)
+    if gains:
+        final.gain = train_gain(pages, gains)
     args.out.write_text(dump(model_file(final, meta, thresholds)), "utf-8")
     size = args.out.stat().st_size
     print(f"wrote {args.out} ({size / 1e6:.2f} MB) in {time.process_time() - start:.0f}s")

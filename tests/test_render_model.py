@@ -17,16 +17,22 @@ from pathlib import Path
 
 import pytest
 
-from sift.render import RENDER_VERSION, RenderOptions, learned, render
+from sift.render import RENDER_VERSION, Rendered, RenderOptions, learned, render
 from sift.render import model as model_mod
 from sift.render.blocks import CONTEXT_FEATURES, FEATURES, context_rows, page_blocks
 from sift.render.extract import select
 from sift.render.html import prepare
 from sift.render.learned import apply
-from sift.render.pagekind import OTHER_BELOW, PAGE_FEATURES, PAGE_TYPES, page_type
+from sift.render.pagekind import OTHER_BELOW, PAGE_FEATURES, PAGE_TYPES, QUICK_FEATURES, page_type
 
 REPO = Path(__file__).resolve().parent.parent
-CODE_FEATURES = {"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES}
+CODE_FEATURES = {
+    "blocks": FEATURES,
+    "context": CONTEXT_FEATURES,
+    "page_type": PAGE_FEATURES,
+    "quick": QUICK_FEATURES,
+    "gain": PAGE_FEATURES,
+}
 PROSE = (
     "This paragraph is the article: it runs long enough to be the main content of the page, "
     "with several sentences of plain prose and no links at all inside it."
@@ -81,11 +87,15 @@ def test_shipped_model_loads_fits_the_code_and_is_small() -> None:
         "page_type_accuracy_wcxb",
         "kept_blocks_word_f1",
         "rules_above",
+        "quick_above",
+        "gain_above",
     }
     learned.load_model.cache_clear()
     model = learned.load_model()
     assert model is not None
-    assert set(model.ensembles) == {"blocks", "context", "page_type"}
+    assert set(model.ensembles) == {"blocks", "context", "page_type", "quick", "gain"}
+    # The page-type row opens with the quick row: the quick model's columns are its first.
+    assert PAGE_FEATURES[: len(QUICK_FEATURES)] == QUICK_FEATURES
     for name, ens in model.ensembles.items():
         assert ens.features == CODE_FEATURES[name]
     assert model.ensembles["page_type"].classes == PAGE_TYPES
@@ -166,6 +176,63 @@ def test_a_constant_model_keeps_everything_or_falls_back() -> None:
     assert got.content == f"First part\n\n{PROSE}\n\nSecond: {PROSE}"  # the rules' choice
 
 
+LONG = PAGE.replace("</article>", f"<p>Third: {PROSE}</p><p>Fourth: {PROSE}</p></article>")
+LONG_TEXT = f"First part\n\n{PROSE}\n\nSecond: {PROSE}\n\nThird: {PROSE}\n\nFourth: {PROSE}"
+
+
+def test_a_surely_article_page_is_typed_by_the_quick_model_and_kept_by_the_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    keep_all = [[_tree([], [], [], [], [5.0])]]
+    forum = [[_tree([], [], [], [], [3.0 if k == 1 else 0.0])] for k in range(len(PAGE_TYPES))]
+    quick = [[_tree([], [], [], [], [6.0])]]  # p(article) = 0.9975 on every page
+    data = _file({"blocks": keep_all, "page_type": forum, "quick": quick})
+    data["ensembles"]["quick"]["rules_above"] = 0.99  # type: ignore[index]
+    sure = model_mod.parse(data, CODE_FEATURES)
+    full: list[int] = []
+    real = learned.page_features
+    monkeypatch.setattr(learned, "page_features", lambda *a, **k: full.append(1) or real(*a, **k))
+    options = RenderOptions(format="text")
+
+    def run(model: model_mod.Model | None) -> Rendered:
+        return render(
+            LONG.encode(),
+            content_type="text/html",
+            url="https://e.example/a",
+            options=options,
+            model=model,
+        )
+
+    got = run(sure)
+    assert (got.page_type, got.content, full) == ("article", LONG_TEXT, [])  # the rules' pick
+    data["ensembles"]["quick"]["rules_above"] = 0.999  # type: ignore[index]
+    got = run(model_mod.parse(data, CODE_FEATURES))
+    # Below its bar: the full row is computed, the full model types the page, blocks decide.
+    assert (got.page_type, full) == ("forum", [1])
+    assert got.content.startswith("Home News About\n\nFirst part")
+
+
+@pytest.mark.parametrize(("predicted", "blocks_decide"), [(0.01, False), (0.03, True)])
+def test_the_gain_model_sends_a_page_to_the_blocks_only_above_its_threshold(
+    predicted: float, blocks_decide: bool
+) -> None:
+    keep_all = [[_tree([], [], [], [], [5.0])]]
+    data = _file({"blocks": keep_all, "gain": [[_tree([], [], [], [], [predicted])]]})
+    data["ensembles"]["gain"]["threshold"] = 0.02  # type: ignore[index]
+    options = RenderOptions(format="text")
+    got = render(
+        LONG.encode(),
+        content_type="text/html",
+        url="https://e.example/a",
+        options=options,
+        model=model_mod.parse(data, CODE_FEATURES),
+    )
+    # At or below the threshold the rules' pick stands; above it every block is kept.
+    assert got.content == (
+        f"Home News About\n\n{LONG_TEXT}\n\n" if blocks_decide else LONG_TEXT
+    ) + ("Copyright the example company, all rights reserved." if blocks_decide else "")
+
+
 def test_blocks_and_their_features() -> None:
     page = prepare(PAGE.encode(), url="https://e.example/")
     assert page is not None
@@ -226,7 +293,10 @@ def test_page_type_is_other_when_unsure_or_without_a_model() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(240)
 def test_retraining_on_a_fixed_subset_writes_the_same_bytes(tmp_path: Path) -> None:
+    """Two trainings in subprocesses (~5 s of CPU each): their wall time follows the
+    machine's load (27 s each at a load of 11 on 2 cores), hence the longer timeout."""
     pytest.importorskip("lightgbm")
     sys.path.insert(0, str(REPO / "bench"))
     try:

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
 
 from sift.render.extract import Selection, is_title_heading
 from sift.render.markdown import BLOCK_TAGS
@@ -125,10 +125,12 @@ CONTEXT_FEATURES: tuple[str, ...] = (
     "rules_kept",
     "position",
 )
+_NEIGHBOUR_COLUMNS = tuple(FEATURES.index(f) for f in _NEIGHBOUR)
 _CONTEXT_COLUMNS = tuple(
     FEATURES.index(f) for f in ("log_chars", "link_share", "rules_kept", "position")
 )
 
+_TITLE_TAGS = ("h1", "h2")  # the tags is_title_heading can accept
 _NOT_CAPITAL = frozenset("_abcdefghijklmnopqrstuvwxyz")
 _TAG_ONE_HOT = {
     tag: tuple(float(group == col) for col in _TAG_COLUMNS) for tag, group in _TAG_GROUPS.items()
@@ -150,25 +152,32 @@ class Blocks:
     ids: list[int]
     texts: list[str]
     rows: list[list[float]]
+    owner: list[int]  # per element: the block its own text belongs to (itself or an ancestor)
 
 
 def _block_of(t: PageTree) -> list[int]:
     """Per element: the index of the block its own text belongs to (itself or an ancestor)."""
-    els, parent = t.els, t.parent
-    blk = [0] * len(els)
-    for i in range(1, len(els)):
-        blk[i] = i if els[i].tag in BLOCK_TAGS else blk[parent[i]]
+    tags, parent = t.tags, t.parent
+    blk = [0] * len(tags)
+    for i in range(1, len(tags)):
+        blk[i] = i if tags[i] in BLOCK_TAGS else blk[parent[i]]
     return blk
 
 
 def _texts(t: PageTree, blk: list[int]) -> dict[int, list[str]]:
     parts: dict[int, list[str]] = {}
-    els, parent = t.els, t.parent
+    els, parent, own = t.els, t.parent, t.own
+    # An element without visible characters of its own has neither visible text nor
+    # children with visible tails: its text and its children's tails are not read.
     for i, el in enumerate(els):
-        if el.text and t.own[i]:
-            parts.setdefault(blk[i], []).append(el.text)
-        if i and el.tail and not el.tail.isspace():
-            parts.setdefault(blk[parent[i]], []).append(el.tail)
+        if own[i]:
+            text = el.text
+            if text:
+                parts.setdefault(blk[i], []).append(text)
+        if i and own[parent[i]]:
+            tail = el.tail
+            if tail and not tail.isspace():
+                parts.setdefault(blk[parent[i]], []).append(tail)
     return parts
 
 
@@ -196,12 +205,13 @@ def _ancestry(t: PageTree, sel: Selection) -> tuple[list[int], list[int], list[b
     region = [0] * n
     depth = [0] * n
     chrome = sel.boiler[:] if sel.boiler else [False] * n
-    els, parent = t.els, t.parent
+    tags, parent = t.tags, t.parent
     for i in range(1, n):
         p = parent[i]
-        flag = _REGION_TAGS.get(els[i].tag)
+        tag = tags[i]
+        flag = _REGION_TAGS.get(tag)
         region[i] = region[p] | (bits[flag] if flag else 0)
-        depth[i] = depth[p] + (1 if els[i].tag in BLOCK_TAGS else 0)
+        depth[i] = depth[p] + (1 if tag in BLOCK_TAGS else 0)
         if chrome[p]:
             chrome[i] = True
     return region, depth, chrome
@@ -249,12 +259,13 @@ def page_blocks(
     texts: list[str] = []
     rows: list[list[float]] = []
     up: dict[tuple[int, str], tuple[float, ...]] = {}
+    same_tag = Counter(zip(t.parent, t.tags, strict=True))  # per (parent, tag), in C
     before = 0
     for b in ids:
         text = " ".join(parts[b])
         texts.append(text)
-        row = _own_features(text, bown[b], blink[b], before / total0, depth[b], t.els[b])
-        row.extend(_context(t, b, region[b], sel.title_key, up))
+        row = _own_features(text, bown[b], blink[b], before / total0, depth[b], t.tags[b])
+        row.extend(_context(t, b, region[b], sel.title_key, up, same_tag))
         row.extend(
             (
                 float(inside[b]),
@@ -269,7 +280,7 @@ def page_blocks(
         rows.append(row)
         before += bown[b]
     _add_neighbours(rows, page)
-    return Blocks(t, ids, texts, rows)
+    return Blocks(t, ids, texts, rows, blk)
 
 
 def _spread(group: set[int], parent: list[int]) -> list[bool]:
@@ -281,7 +292,7 @@ def _spread(group: set[int], parent: list[int]) -> list[bool]:
 
 
 def _own_features(
-    text: str, n_chars: int, n_link: int, position: float, depth: int, el: Any
+    text: str, n_chars: int, n_link: int, position: float, depth: int, tag: str
 ) -> list[float]:
     words = _WORD.findall(text)
     n_words = len(words) or 1
@@ -301,12 +312,17 @@ def _own_features(
         position,
         float(min(depth, 30)),
     ]
-    row.extend(_TAG_ONE_HOT.get(el.tag, _NO_TAG))
+    row.extend(_TAG_ONE_HOT.get(tag, _NO_TAG))
     return row
 
 
 def _context(
-    t: PageTree, b: int, region: int, title_key: str, up: dict[tuple[int, str], tuple[float, ...]]
+    t: PageTree,
+    b: int,
+    region: int,
+    title_key: str,
+    up: dict[tuple[int, str], tuple[float, ...]],
+    same_tag: Counter[tuple[int, str]],
 ) -> list[float]:
     flags = _REGION_FLAGS.get(region)
     if flags is None:
@@ -314,24 +330,24 @@ def _context(
             float(bool(region & (1 << k))) for k in range(len(_REGION_COLUMNS))
         )
     row = list(flags)
-    el = t.els[b]
-    row.append(float(bool(title_key) and is_title_heading(el, title_key)))
+    tag = t.tags[b]
+    title = bool(title_key) and tag in _TITLE_TAGS and is_title_heading(t.els[b], title_key)
+    row.append(float(title))
     p = t.parent[b] if b > 0 else 0
     # What the parent and grandparent say is the same for every block of one tag under one
     # parent (list items, paragraphs): measured once per (parent, tag).
-    key = (p if b > 0 else -1, el.tag)
+    key = (p if b > 0 else -1, tag)
     around = up.get(key)
     if around is None:
-        around = up[key] = _around(t, b, p, el.tag)
+        around = up[key] = _around(t, b, p, same_tag[p, tag])
     row.extend(around)
     return row
 
 
-def _around(t: PageTree, b: int, p: int, tag: str) -> tuple[float, ...]:
+def _around(t: PageTree, b: int, p: int, same_tag: int) -> tuple[float, ...]:
     if b > 0:
-        parent = t.els[p]
-        siblings = len(parent)
-        same = sum(1 for c in parent if c.tag == tag) if siblings < 200 else siblings
+        siblings = len(t.els[p])
+        same = same_tag if siblings < 200 else siblings
     else:
         siblings = same = 0
     out = [math.log1p(same), math.log1p(siblings)]
@@ -344,9 +360,9 @@ def _around(t: PageTree, b: int, p: int, tag: str) -> tuple[float, ...]:
 
 def _add_neighbours(rows: list[list[float]], page: list[float]) -> None:
     """Append the previous and next blocks' few numbers, then the page's, to every row."""
-    cols = [FEATURES.index(f) for f in _NEIGHBOUR]
-    edge = [0.0, 0.0, 0.0, 0.0]
-    own = [[r[c] for c in cols] for r in rows]
+    edge = (0.0, 0.0, 0.0, 0.0)
+    pick = itemgetter(*_NEIGHBOUR_COLUMNS)
+    own = [pick(r) for r in rows]
     for k, row in enumerate(rows):
         row.extend(own[k - 1] if k > 0 else edge)
         row.extend(own[k + 1] if k + 1 < len(rows) else edge)

@@ -188,7 +188,7 @@ def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
     weak_keep = weights.weak_keep_para or total[0] + 1
     headings = weights.headings_content
     schemes = _naming_schemes(t, kinds, words, weights) if weights.scheme_share else {}
-    for i in range(n):
+    for i in [i for i, kind in enumerate(kinds) if kind]:  # NOT_BOILER is 0: most elements
         kind = kinds[i]
         if kind == COMMENT:
             kind = NOT_BOILER if discussion else STRONG

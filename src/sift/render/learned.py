@@ -10,6 +10,10 @@ block's inline text is never cut, and a dropped block's words never appear unles
 block sits inside it). The document title's heading is left out as before
 (``Rendered.title`` carries it).
 
+Three gates send a page to the rules alone before the block model runs (each spares the
+work after it): the quick article model over the cheap page features, the page-type model's
+probability of an article, and the gain model's predicted improvement over the rules.
+
 Without a usable model (or when it keeps nothing) the rules' selection is used as is.
 """
 
@@ -21,9 +25,16 @@ from typing import Any
 
 from sift.render.blocks import CONTEXT_FEATURES, FEATURES, Blocks, context_rows, page_blocks
 from sift.render.extract import Selection, host_of, is_title_heading, select
-from sift.render.markdown import BLOCK_TAGS
 from sift.render.model import Model, load
-from sift.render.pagekind import PAGE_FEATURES, classify, page_features
+from sift.render.pagekind import (
+    PAGE_FEATURES,
+    QUICK_FEATURES,
+    classify,
+    model_helps,
+    page_features,
+    quick_features,
+    surely_article,
+)
 from sift.render.pagetree import common_ancestor
 from sift.render.pagetype import PageInfo
 
@@ -46,7 +57,7 @@ DEFAULT_MODEL: Any = _Default()
 # A page with less text than this is typed "other": a few lines say nothing of the page's
 # kind (a two-line page read as a "forum" misleads more than it tells).
 MIN_TYPED_CHARS = 500
-_LOG_CHARS = PAGE_FEATURES.index("log_chars")
+_LOG_CHARS = QUICK_FEATURES.index("log_chars")  # the same column in PAGE_FEATURES
 _FEW_CHARS = math.log1p(MIN_TYPED_CHARS)
 
 
@@ -54,7 +65,15 @@ _FEW_CHARS = math.log1p(MIN_TYPED_CHARS)
 def load_model() -> Model | None:
     """The shipped model, checked against the features this code computes; loaded once per
     process; None (with a log warning) when unusable, and the rules render alone."""
-    return load({"blocks": FEATURES, "context": CONTEXT_FEATURES, "page_type": PAGE_FEATURES})
+    return load(
+        {
+            "blocks": FEATURES,
+            "context": CONTEXT_FEATURES,
+            "page_type": PAGE_FEATURES,
+            "quick": QUICK_FEATURES,
+            "gain": PAGE_FEATURES,
+        }
+    )
 
 
 def choose(
@@ -75,14 +94,20 @@ def choose(
     sel = select(body, title=title, discussion=info.discussion, host=host_of(base_url), attrs=attrs)
     if model is None:
         return sel, "other"
-    row = page_features(body, info, sel, url, meta)
+    quick = quick_features(info, sel, url, meta)
+    few = quick[_LOG_CHARS] < _FEW_CHARS  # too little text to say what kind of page it is
+    if surely_article(model, quick):
+        return sel, "other" if few else "article"
+    row = page_features(body, info, sel, url, meta, quick)
     kind, rules_alone = classify(model, row)
-    if row[_LOG_CHARS] < _FEW_CHARS:
-        kind = "other"  # too little text to say what kind of page it is
+    if few:
+        kind = "other"
     ens = model.ensembles.get("blocks")
     # Where no part of the page holds more prose than links (a directory, a menu), the rules
     # give the whole page and say so (``thin_content``): the model does not pick a fragment.
     if ens is None or sel.tree is None or rules_alone or sel.score <= 0:
+        return sel, kind
+    if not model_helps(model, row):
         return sel, kind
     blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
     probs = ens.probability_of_each(blocks.rows)
@@ -130,7 +155,7 @@ def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:
     kept_block = [False] * n
     for b in kept:
         kept_block[b] = True
-    owner = _owner(t.els, t.parent)
+    owner = blocks.owner
     index = t.index
     title_key = sel.title_key
 
@@ -157,11 +182,3 @@ def apply(sel: Selection, blocks: Blocks, keep: list[bool]) -> Selection:
         sel.listing,
         title_key,
     )
-
-
-def _owner(els: list[Any], parent: list[int]) -> list[int]:
-    """Per element: the block its own text belongs to (itself, or its nearest block)."""
-    out = [0] * len(els)
-    for i in range(1, len(els)):
-        out[i] = i if els[i].tag in BLOCK_TAGS else out[parent[i]]
-    return out

@@ -51,6 +51,10 @@ class Ensemble:
     rules_above: float = 2.0
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def raw(self, row: Sequence[float]) -> float:
+        """The sum of the trees' leaves for one row (a regression model's prediction)."""
+        return self.scorers[0](row)
+
     def probability(self, row: Sequence[float]) -> float:
         """A binary model's probability of the positive class."""
         z = self.scorers[0](row)

@@ -11,6 +11,10 @@ a kind of page, pronoun rates), class words that name page parts (``price``, ``c
 ``comment``, ``reply``, ``toc``, ``card`` …) and the shape and words of the URL's path.
 Never the URL's host or the site.
 
+The row opens with its cheap columns (``QUICK_FEATURES``): a small binary model (``quick``)
+reads only those, and a page it calls an article surely enough is typed ``article`` without
+the rest of the row (``surely_article``).
+
 ``other`` is the answer when the best class is less likely than ``OTHER_BELOW``, and when
 there is no model.
 """
@@ -179,23 +183,22 @@ _WORD_BYTES = bytes(c if 97 <= c <= 122 or c == 39 else 32 for c in range(256))
 # How much of the text is read for phrases and pronouns (enough to say how a page speaks).
 _TEXT_SAMPLE_CHARS = 20_000
 
-PAGE_FEATURES: tuple[str, ...] = (
+# The quick features: cheap to read (declared types, metadata, tag counts, the arrays the
+# rules measured, the URL's path). A page a small model calls an article from these alone,
+# with high confidence, is typed an article and the rules decide its content: the rest of the
+# row (class words, the page's text, its structure) is never computed for it.
+QUICK_FEATURES: tuple[str, ...] = (
     *_DECLARED,
     "og_article",
     "og_product",
     "og_website",
     *(f"n_{t}" for t in _COUNTED),
-    *_CLASS_WORDS,
     "log_chars",
     "link_share",
     "para_share",
-    "li_share",
-    "td_share",
-    "pre_share",
     "container_share",
     "listing",
     "cards",
-    "currency",
     "log_types",
     # the URL's path (never its host)
     "path_depth",
@@ -206,10 +209,22 @@ PAGE_FEATURES: tuple[str, ...] = (
     "path_query",
     "slug_words",
     *_PATH_WORDS,
-    # controls (before cleaning), structure and prose
+    # controls (before cleaning) and what the page says about itself
     "forms",
     "inputs",
     "buttons",
+    "meta_published",
+    "meta_modified",
+    "meta_author",
+)
+PAGE_FEATURES: tuple[str, ...] = (
+    *QUICK_FEATURES,
+    *_CLASS_WORDS,
+    "li_share",
+    "td_share",
+    "pre_share",
+    "currency",
+    # structure and prose
     "repeat_max",
     "repeat_runs",
     "p_mean",
@@ -218,10 +233,7 @@ PAGE_FEATURES: tuple[str, ...] = (
     "container_link_share",
     "sentence_density",
     "digit_share",
-    # what the page says about itself, and how its text speaks
-    "meta_published",
-    "meta_modified",
-    "meta_author",
+    # how its text speaks
     *_TEXT_WORDS,
     *_VOICE,
 )
@@ -231,55 +243,69 @@ def _declared(info: PageInfo) -> list[float]:
     return [float(bool(info.types & names)) for names in _DECLARED.values()]
 
 
+def quick_features(
+    info: PageInfo,
+    sel: Selection,
+    url: str = "",
+    meta: dict[str, Any] | None = None,
+) -> list[float]:
+    """One row of ``QUICK_FEATURES`` for a cleaned page and the rules' selection of it;
+    ``url``: the page's (only its path and query are read); ``meta``: its metadata."""
+    t = sel.tree
+    assert t is not None
+    tally = Counter(t.tags)  # tags counted over the tree's own list, in C
+    total = t.total[0] or 1
+    og = {x for x in info.types if x in ("article", "product", "website")}
+    row = _declared(info)
+    row += [float("article" in og), float("product" in og), float("website" in og)]
+    row += [math.log1p(tally[tag]) for tag in _COUNTED]
+    row += [
+        math.log1p(t.total[0]),
+        t.link[0] / total,
+        t.para[0] / total,
+        sel.chosen_chars / total,
+        float(sel.listing),
+        math.log1p(len(sel.cards)),
+        math.log1p(len(info.types)),
+    ]
+    row += _path_features(url)
+    row += [math.log1p(info.forms), math.log1p(info.inputs), math.log1p(info.buttons)]
+    meta = meta or {}
+    row += [float("published" in meta), float("modified" in meta), float("author" in meta)]
+    return row
+
+
 def page_features(
     body: Any,
     info: PageInfo,
     sel: Selection,
     url: str = "",
     meta: dict[str, Any] | None = None,
+    quick: list[float] | None = None,
 ) -> list[float]:
-    """One row of ``PAGE_FEATURES`` for a cleaned page and the rules' selection of it;
-    ``url``: the page's (only its path and query are read); ``meta``: its metadata."""
+    """One row of ``PAGE_FEATURES``: ``quick`` (``quick_features`` of the same page, computed
+    here when not given), then class words, text shares, structure and speech."""
     t = sel.tree
     assert t is not None
-    # Tags counted over the tree's own list (read once by ``PageTree``), in C.
-    tally = Counter(t.tags)
-    counts = {tag: tally[tag] for tag in _COUNTED}
+    row = quick[:] if quick is not None else quick_features(info, sel, url, meta)
+    counts = {tag: t.tags.count(tag) for tag in ("h2", "h3", "h4", "p")}  # in C
     text_in = {"li": 0, "td": 0, "pre": 0}
     own = t.own
     for i, tag in enumerate(t.tags):
         if tag in text_in:
             text_in[tag] += own[i]
     # Class words: the letter runs of the class attributes that start with a group's stems
-    # (runs counted in C; each distinct run judged once per process).
+    # (values counted in C; each distinct value judged once per process).
     words = [0] * len(_CLASS_WORDS)
-    for run, n in Counter(_letter_runs(_class_text(body, t))).items():
-        for k in _run_groups(run):
+    for value, n in _class_values(body, t).items():
+        for k in _value_groups(value):
             words[k] += n
     total = t.total[0] or 1
-    og = {x for x in info.types if x in ("article", "product", "website")}
-    row = _declared(info)
-    row += [float("article" in og), float("product" in og), float("website" in og)]
-    row += [math.log1p(counts[tag]) for tag in _COUNTED]
     row += [math.log1p(w) for w in words]
-    row += [
-        math.log1p(t.total[0]),
-        t.link[0] / total,
-        t.para[0] / total,
-        text_in["li"] / total,
-        text_in["td"] / total,
-        text_in["pre"] / total,
-        sel.chosen_chars / total,
-        float(sel.listing),
-        math.log1p(len(sel.cards)),
-    ]
+    row += [text_in["li"] / total, text_in["td"] / total, text_in["pre"] / total]
     plain: str = _PLAIN(body) if t.total[0] < 2_000_000 else ""
-    row += [math.log1p(_currency(plain)), math.log1p(len(info.types))]
-    row += _path_features(url)
-    row += [math.log1p(info.forms), math.log1p(info.inputs), math.log1p(info.buttons)]
+    row.append(math.log1p(_currency(plain)))
     row += _structure(t, counts, sel, plain)
-    meta = meta or {}
-    row += [float("published" in meta), float("modified" in meta), float("author" in meta)]
     row += _speech(plain[:_TEXT_SAMPLE_CHARS])
     return row
 
@@ -358,17 +384,24 @@ def _letter_runs(text: str) -> list[bytes]:
     return text.lower().encode("utf-8", "surrogatepass").translate(_RUN_BYTES).split()
 
 
-def _class_text(body: Any, t: Any) -> str:
-    """The class values of the page (the tree's, read once by ``PageTree``, and the root's
-    above ``body``), joined by spaces."""
-    values = [v for items in t.items if items for name, v in items if name == "class"]
+def _class_values(body: Any, t: Any) -> Counter[str]:
+    """The page's class values and how often each is used (the tree's, read once by
+    ``PageTree``, and the root's above ``body``)."""
+    values = Counter(v for items in t.items for name, v in items if name == "class")
     above = body.getparent()
     while above is not None:  # <html>'s class (a page type, like <body>'s)
         cls = above.get("class")
         if cls is not None:
-            values.insert(0, cls)
+            values[cls] += 1
         above = above.getparent()
-    return " ".join(values)
+    return values
+
+
+@lru_cache(maxsize=16384)
+def _value_groups(value: str) -> tuple[int, ...]:
+    """The ``_CLASS_WORDS`` groups (by position) of each letter run of a class value that
+    starts with one of its stems (a group once per such run)."""
+    return tuple(k for run in _letter_runs(value) for k in _run_groups(run))
 
 
 @lru_cache(maxsize=16384)
@@ -388,6 +421,23 @@ def _currency(plain: str) -> int:
 def page_type(model: Any, row: list[float]) -> str:  # model: a model.Model (it imports us)
     """The classifier's type for a page-feature row; ``other`` when unsure or no model."""
     return classify(model, row)[0]
+
+
+def surely_article(model: Any, quick: list[float]) -> bool:
+    """Whether the quick model (``QUICK_FEATURES``) calls the page an article so surely
+    (its ``rules_above``, chosen in training) that the page is typed an article and the
+    rules decide its content alone, without the rest of the page's features."""
+    ens = model.ensembles.get("quick") if model is not None else None
+    return ens is not None and ens.probability(quick) >= ens.rules_above
+
+
+def model_helps(model: Any, row: list[float]) -> bool:
+    """Whether the block model is predicted to improve on the rules' pick for a page of this
+    ``PAGE_FEATURES`` row by more than the gain model's ``threshold`` (word F1; chosen in
+    training): where it is not, the rules decide alone and the page costs no block model.
+    True without a gain model."""
+    ens = model.ensembles.get("gain") if model is not None else None
+    return ens is None or ens.raw(row) > ens.threshold
 
 
 def classify(model: Any, row: list[float]) -> tuple[str, bool]:
