@@ -25,9 +25,10 @@ from mcp.server.stdio import stdio_server
 from sift.assembly import assemble
 from sift.config import Settings
 from sift.errors import Unauthorized
+from sift.mcp.core import Core
 from sift.mcp.handover import Successor, live_jobs, requeue, say
 from sift.mcp.server import build_server
-from sift.mcp.tools import Core, SiftTools
+from sift.mcp.tools import SiftTools
 from sift.principal import Principal
 
 if TYPE_CHECKING:
