@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
 
@@ -231,16 +229,3 @@ async def test_message_size_is_bounded_by_the_callers_class(served: Served) -> N
     )
     assert fleet.status_code == 200
     assert "fetch" in {tool["name"] for tool in fleet.json()["result"]["tools"]}
-
-
-def test_serve_loads_the_mcp_sdk_only_when_mcp_is_called() -> None:
-    """The SDK is about a second of imports at every `sift serve` start (issue 21, item 3):
-    `sift.mcp.http` imports it on the first `/mcp` request (the tests above make those)."""
-    code = (
-        "import sys, sift.cli, sift.cli.serve, sift.server.app\n"
-        "print(sorted(m for m in sys.modules if m.partition('.')[0] == 'mcp'))"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert proc.stdout == "[]\n"
