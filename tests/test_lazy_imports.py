@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+from servehelpers import SIFT, _children, write_config
 from sift.browser.launcher import playwright_available
 
 
@@ -36,3 +38,38 @@ def test_asking_whether_playwright_is_there_does_not_import_it() -> None:
     assert playwright_available()  # installed here: the lookup, not a short cut, answers
     code = "from sift.browser.launcher import playwright_available\nprint(playwright_available())"
     assert modules_after(code, "playwright") == ["playwright"]  # the package, not its API
+
+
+def test_sift_mcp_starts_its_render_workers_only_for_a_render(tmp_path: Path) -> None:
+    """A one-shot MCP client (a `tools/list`, a `batch_status`) renders nothing: `sift mcp`
+    answers without forking the render workers' fork server (which imports and warms the
+    renderer); a fetch starts them (tests/test_mcp_stdio.py fetches)."""
+    cfg, fleet, _ = write_config(tmp_path)
+    proc = subprocess.Popen(
+        [*SIFT, "mcp", "--config", str(cfg), "--data-dir", str(tmp_path / "d"), "--key", fleet],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    with proc, proc.stdin, proc.stdout:
+        proc.stdin.write(json.dumps(INIT) + "\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        children = _children(proc.pid)
+    assert answer["result"]["serverInfo"]["name"] == "sift"
+    assert children == []
+    assert proc.returncode == 0
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}

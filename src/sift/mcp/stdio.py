@@ -77,7 +77,7 @@ async def serve_stdio(
     if resumed is not None:
         principals.setdefault(OPERATOR.name, OPERATOR)  # a handed-over job may be the operator's
     async with assemble(
-        settings, principals=principals, reconcile=resumed is None, watches=True
+        settings, principals=principals, reconcile=resumed is None, watches=True, start_pool=False
     ) as parts:
         assert parts.runner is not None and parts.jobs is not None and parts.store is not None
         jobs = set(await requeue(parts.store, resumed or (), int(time.time())))
