@@ -42,11 +42,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Two workers, each test file on one of them (its module-scoped servers start once); see
-# docs/testing.md. PYTEST_WORKERS=0 runs everything in this one process.
+# Two workers, each test file on one of them (its module-scoped servers start once), the
+# longest files first (tests/conftest.py); see docs/testing.md (PYTEST_WORKERS=3 is faster,
+# not yet shown green three times in a row under load). PYTEST_WORKERS=0 runs everything
+# in this one process.
+# Bytecode is cached even where the environment says PYTHONDONTWRITEBYTECODE: without it
+# every worker assertion-rewrites ~470 modules (~6 s of CPU each) and every `sift` process
+# the tests start compiles sift's sources again.
 PYTEST_WORKERS ?= 2
 pytest: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests bench

@@ -32,6 +32,14 @@ async def up() -> AsyncIterator[Upstream]:
         yield upstream
 
 
+async def _polled(base: str) -> bool:
+    """Whether a job's status has been asked for (the server's request counter says)."""
+    async with httpx.AsyncClient(base_url=base, headers=auth(FLEET_KEY)) as client:
+        metrics = (await client.get("/metrics")).text
+    polls = r'^sift_requests_total\{[^}]*route="/v1/batch/\{job_id\}",status="200"'
+    return re.search(polls, metrics, re.M) is not None
+
+
 def _job_id(stderr: str) -> str:
     m = re.search(r"sift: job ([0-9a-f]{24}) ", stderr)
     assert m, stderr
@@ -131,7 +139,12 @@ async def test_ctrl_c_cancels_the_job_and_says_so(tmp_path: Path, mode: str) -> 
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
         )  # fmt: skip
         deadline = time.monotonic() + 30
-        while not any(p.startswith("/h") for p in up.hits):
+        # Ctrl-C once the job is fetching and the command knows it: against a server the
+        # first fetch can start before the command has read the job's id (on a loaded
+        # machine it was signalled in between), so there also wait for its first poll.
+        while not any(p.startswith("/h") for p in up.hits) or (
+            mode == "server" and not await _polled(base)
+        ):
             assert time.monotonic() < deadline and proc.returncode is None
             await asyncio.sleep(0.02)
         os.killpg(proc.pid, signal.SIGINT)

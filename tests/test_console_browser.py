@@ -10,9 +10,9 @@ look at.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -696,13 +696,15 @@ OFFSCREEN = """() => {
 
 def settle_to_width(page: Any, width: int, timeout_ms: int = 10_000) -> None:
     """Wait until the document is no wider than ``width`` (a layout that never fits fails
-    the assertions that follow once this gives up)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    the assertions that follow once this gives up).
 
-    with contextlib.suppress(PlaywrightTimeout):
-        page.wait_for_function(
-            f"document.documentElement.scrollWidth <= {width}", timeout=timeout_ms
-        )
+    Polled from here: ``page.wait_for_function`` polls its predicate in the page through
+    ``eval()``, which the console's CSP refuses once the first look has failed (a loaded
+    machine, a layout still settling); ``page.evaluate`` is not subject to it."""
+    fits = f"() => document.documentElement.scrollWidth <= {width}"
+    deadline = time.monotonic() + timeout_ms / 1000
+    while not page.evaluate(fits) and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
 
 
 def test_at_360_px_the_job_tables_keep_their_buttons_on_screen(

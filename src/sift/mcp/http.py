@@ -26,14 +26,14 @@ SDK sees the request. The SDK's own limit stays at the largest class's, as a bac
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import logging
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import FastAPI
-from mcp.server.context import ServerRequestContext
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.routing import Route
@@ -44,9 +44,12 @@ from sift.api.errors import error_response
 from sift.api.observe import OBSERVE_KEY
 from sift.config import CallerClass, Settings
 from sift.errors import MethodNotAllowed, RequestTooLarge, SiftError, Unauthorized
-from sift.mcp.server import build_server
-from sift.mcp.tools import Core, SiftTools
+from sift.mcp.core import Core
 from sift.principal import Principal
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 PRINCIPAL_KEY: Final = "sift.principal"
 MCP_PATH: Final = "/mcp"
@@ -104,22 +107,51 @@ async def bounded_body(scope: Scope, receive: Receive, limit: int) -> Receive:
 
 
 class McpHttp:
-    """The ASGI endpoint for ``/mcp``; ``run()`` must be entered in the app's lifespan."""
+    """The ASGI endpoint for ``/mcp``; ``run()`` must be entered in the app's lifespan.
 
-    def __init__(self, settings: Settings, tools: SiftTools, keys: KeyRing) -> None:
+    The MCP SDK (about a second of imports) is loaded on the first request to ``/mcp``, on
+    a thread, not when ``sift serve`` starts: most servers never see an MCP client. Its
+    transport then runs until ``run()`` exits, which stops it (open requests cancelled)."""
+
+    def __init__(self, settings: Settings, core: Callable[[], Core], keys: KeyRing) -> None:
         self._keys = keys
         self._settings = settings
-        self.manager = StreamableHTTPSessionManager(
-            app=build_server(tools, principal_from_request),
-            json_response=True,
-            stateless=True,
-            # The largest class's limit; each caller's own is applied first (body_limit).
-            max_request_body_size=max(settings.max_request_bytes, settings.batch.max_request_bytes),
-        )
+        self._core = core
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._starting: asyncio.Lock | None = None
+        self._stop: asyncio.Event | None = None
+        self._holder: asyncio.Task[None] | None = None
 
-    def run(self) -> AbstractAsyncContextManager[None]:
-        """Start the transport's task group; it is stopped (open requests cancelled) on exit."""
-        return self.manager.run()
+    @asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """While this runs, ``/mcp`` answers; on exit its transport (if started) stops."""
+        self._starting, self._stop = asyncio.Lock(), asyncio.Event()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            self._stop = None
+            if self._holder is not None:
+                await self._holder
+            self._manager = self._holder = None
+
+    async def _started(self) -> StreamableHTTPSessionManager:
+        """The SDK's transport, imported, built and started by the first call."""
+        if self._starting is None or self._stop is None:
+            raise RuntimeError("/mcp is not running: enter McpHttp.run() in the lifespan")
+        async with self._starting:
+            if self._manager is None:
+                await asyncio.to_thread(_import_sdk)
+                manager = _build_manager(self._settings, self._core)
+                started = asyncio.Event()
+                holder = asyncio.create_task(_hold(manager, started, self._stop))
+                waiting = asyncio.create_task(started.wait())
+                await asyncio.wait({holder, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                if holder.done():
+                    holder.result()  # it failed to start: raise why
+                self._manager, self._holder = manager, holder
+            return self._manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
@@ -151,7 +183,41 @@ class McpHttp:
             "class": principal.caller_class,
             "host": "-",
         }
-        await self.manager.handle_request(scope, receive, send)
+        manager = await self._started()
+        await manager.handle_request(scope, receive, send)
+
+
+_SDK_MODULES: Final = ("mcp.server.streamable_http_manager", "sift.mcp.server")
+
+
+def _import_sdk() -> None:
+    """Import the MCP SDK and sift's server over it (run on a thread: it takes a while)."""
+    for name in _SDK_MODULES:
+        importlib.import_module(name)
+
+
+def _build_manager(settings: Settings, core: Callable[[], Core]) -> StreamableHTTPSessionManager:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from sift.mcp.server import build_server
+    from sift.mcp.tools import SiftTools
+
+    return StreamableHTTPSessionManager(
+        app=build_server(SiftTools(core), principal_from_request),
+        json_response=True,
+        stateless=True,
+        # The largest class's limit; each caller's own is applied first (body_limit).
+        max_request_body_size=max(settings.max_request_bytes, settings.batch.max_request_bytes),
+    )
+
+
+async def _hold(
+    manager: StreamableHTTPSessionManager, started: asyncio.Event, stop: asyncio.Event
+) -> None:
+    """Run the transport's task group until ``stop`` (one task enters and exits it)."""
+    async with manager.run():
+        started.set()
+        await stop.wait()
 
 
 def key_refusal(exc: SiftError) -> Response:
@@ -179,7 +245,7 @@ def install_mcp(
 ) -> McpHttp:
     """Route ``/mcp`` to a new ``McpHttp`` over ``core`` (resolved per call, so it may be
     built later, in the lifespan). Enter the returned object's ``run()`` in the lifespan."""
-    endpoint = McpHttp(settings, SiftTools(core), keys)
+    endpoint = McpHttp(settings, core, keys)
     # In stateless mode the SDK logs "Terminating session" at INFO after every request;
     # the access log already has one line per request.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)

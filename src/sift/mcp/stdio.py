@@ -25,9 +25,10 @@ from mcp.server.stdio import stdio_server
 from sift.assembly import assemble
 from sift.config import Settings
 from sift.errors import Unauthorized
+from sift.mcp.core import Core
 from sift.mcp.handover import Successor, live_jobs, requeue, say
 from sift.mcp.server import build_server
-from sift.mcp.tools import Core, SiftTools
+from sift.mcp.tools import SiftTools
 from sift.principal import Principal
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ async def serve_stdio(
     if resumed is not None:
         principals.setdefault(OPERATOR.name, OPERATOR)  # a handed-over job may be the operator's
     async with assemble(
-        settings, principals=principals, reconcile=resumed is None, watches=True
+        settings, principals=principals, reconcile=resumed is None, watches=True, start_pool=False
     ) as parts:
         assert parts.runner is not None and parts.jobs is not None and parts.store is not None
         jobs = set(await requeue(parts.store, resumed or (), int(time.time())))

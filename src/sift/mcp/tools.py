@@ -21,12 +21,10 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 import mcp.types as types
 
-from sift.batch.jobs import BatchJobs
 from sift.batch.submit import check_idem_key
 from sift.crawl.crawler import Crawler
 from sift.crawl.map import map_site
@@ -35,6 +33,7 @@ from sift.crawl.submit import submit_crawl
 from sift.errors import BadRequest, SiftError
 from sift.jsonio import dumps, loads
 from sift.mcp import watch_tools
+from sift.mcp.core import Core
 from sift.mcp.fetch_schema import DEFAULT_MAX_BYTES
 from sift.mcp.image import image_content
 from sift.mcp.job_schema import RESULTS_DEFAULT_LIMIT, RESULTS_MAX_LIMIT
@@ -42,7 +41,6 @@ from sift.mcp.schema import TOOLS, input_schema
 from sift.options import MAX_INT, parse_options
 from sift.principal import Principal
 from sift.service import Service
-from sift.watch.watches import Watches
 
 log = logging.getLogger("sift.mcp")
 
@@ -70,16 +68,6 @@ _OUTCOME_FIELDS: Final = (
     "digest",
     "screenshot",
 )
-
-
-@dataclass(frozen=True)
-class Core:
-    """What the tools call: the fetch service, the batch jobs and the watches of this
-    process."""
-
-    service: Service
-    jobs: BatchJobs
-    watches: Watches | None = None
 
 
 Handler = Callable[[Principal, dict[str, Any]], Awaitable[types.CallToolResult]]

@@ -42,8 +42,8 @@ from sift.dcache import DB, AsyncDB
 from sift.errors import RenderUnavailable, Unauthorized
 from sift.fetch import Fetcher
 from sift.jsonio import dumps
+from sift.mcp.core import Core
 from sift.mcp.http import McpHttp, install_mcp
-from sift.mcp.tools import Core
 from sift.metrics import Metrics
 from sift.principal import Principal
 from sift.store import BatchStore
