@@ -42,14 +42,14 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Two workers, each test file on one of them (its module-scoped servers start once), the
-# longest files first (tests/conftest.py); see docs/testing.md (PYTEST_WORKERS=3 is faster,
-# not yet shown green three times in a row under load). PYTEST_WORKERS=0 runs everything
-# in this one process.
+# Three workers, each test file on one of them (its module-scoped servers start once), the
+# longest files first (tests/conftest.py); the suite mostly waits, so a third worker on two
+# cores is a third faster (docs/testing.md). PYTEST_WORKERS=0 runs everything in this one
+# process.
 # Bytecode is cached even where the environment says PYTHONDONTWRITEBYTECODE: without it
 # every worker assertion-rewrites ~470 modules (~6 s of CPU each) and every `sift` process
 # the tests start compiles sift's sources again.
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 pytest: $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
