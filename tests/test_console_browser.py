@@ -694,6 +694,13 @@ OFFSCREEN = """() => {
 }"""
 
 
+WIDER = """() => [...document.querySelectorAll("body *")]
+  .filter((el) => el.getBoundingClientRect().right > window.innerWidth
+    || el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX === "visible")
+  .map((el) => `${el.tagName}.${el.className} ${el.getBoundingClientRect().right} `
+    + `${el.scrollWidth}/${el.clientWidth}: ${el.textContent.slice(0, 80)}`)"""
+
+
 def settle_to_width(page: Any, width: int, timeout_ms: int = 10_000) -> None:
     """Wait until the document is no wider than ``width`` (a layout that never fits fails
     the assertions that follow once this gives up).
@@ -736,7 +743,9 @@ def test_at_360_px_the_job_tables_keep_their_buttons_on_screen(
             # mid-render): the settled layout is what must fit, so wait for it, then check.
             settle_to_width(page, 360)
             assert page.evaluate(OFFSCREEN) == [], job_id
-            assert page.evaluate("document.documentElement.scrollWidth") == 360
+            assert page.evaluate("document.documentElement.scrollWidth") == 360, page.evaluate(
+                WIDER
+            )
             shot(page, f"job-{status}-360")
         page.goto(f"{served.base_url}/#/jobs")
         page.locator(f"#jobs-table tr[data-job='{crawl['id']}']").wait_for()
