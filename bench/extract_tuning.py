@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from extract import word_f1
 from sift.render.blocks import FEATURES
-
-if TYPE_CHECKING:
-    from train_extract import PageRows
 
 LABEL_SHARE = 0.5
 _WORD = re.compile(r"\w+")
@@ -26,6 +24,21 @@ _WORD = re.compile(r"\w+")
 QUICK_SLACK = 0.002
 # How much of the objective the gain gate may cost (it spares the block model's CPU).
 GAIN_SLACK = 0.001
+
+
+@dataclass
+class PageRows:
+    """One page's block rows, labels and texts, and its page-type row."""
+
+    key: str
+    set_name: str
+    site: str
+    kind: str
+    truth: str
+    rows: list[list[float]]
+    labels: list[int]
+    texts: list[str]
+    page_row: list[float]
 
 
 def kept_text(

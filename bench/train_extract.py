@@ -42,6 +42,7 @@ from data import extraction_set
 from extract import SETS, Page, fold_of, load_set, site_of, word_f1
 from extract_tuning import (
     LABEL_SHARE,
+    PageRows,
     auc,
     kept_text,
     label_blocks,
@@ -107,21 +108,6 @@ GAIN_PARAMS: dict[str, Any] = {
 GAIN_ROUNDS = 100
 CONTEXT_PARAMS: dict[str, Any] = {**BLOCK_PARAMS, "num_leaves": 15, "max_depth": 5}
 CONTEXT_ROUNDS = 60
-
-
-@dataclass
-class PageRows:
-    """One page's block rows, labels and texts, and its page-type row."""
-
-    key: str
-    set_name: str
-    site: str
-    kind: str
-    truth: str
-    rows: list[list[float]]
-    labels: list[int]
-    texts: list[str]
-    page_row: list[float]
 
 
 def featurize(page: Page, set_name: str) -> PageRows | None:
