@@ -40,7 +40,7 @@ from sift.principal import Principal
 from sift.store.webhooks import Attempt, Delivery, DeliveryState, Outbox, Source
 from sift.webhooks import signing
 from sift.webhooks.jobs import fire_ended_jobs
-from sift.webhooks.outbox import new_delivery
+from sift.webhooks.outbox import enqueue_to
 
 log = logging.getLogger("sift.webhooks")
 
@@ -141,7 +141,8 @@ class Deliverer:
         event: Mapping[str, Any],
     ) -> str:
         """``outbox.enqueue`` into this deliverer's outbox, sent at once."""
-        delivery = new_delivery(
+        return await enqueue_to(
+            self.outbox,
             owner=owner,
             source=source,
             source_id=source_id,
@@ -149,10 +150,8 @@ class Deliverer:
             secret=secret,
             event=event,
             now=int(self._clock()),
+            notify=self.notify,
         )
-        await self.outbox.add(delivery)
-        self.notify()
-        return delivery.id
 
     @property
     def in_flight(self) -> int:

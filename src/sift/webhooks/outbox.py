@@ -18,7 +18,7 @@ from sift.errors import BadRequest
 from sift.jsonio import dumps
 from sift.store.base import BatchStore
 from sift.store.outbox import outbox_of
-from sift.store.webhooks import SOURCES, NewDelivery, Source
+from sift.store.webhooks import SOURCES, NewDelivery, Outbox, Source
 
 
 def new_message_id() -> str:
@@ -70,7 +70,32 @@ async def enqueue(
     attempt). ``url`` was checked against the owner's policy when it was given (a watch's or
     a job's creation); every attempt is checked again when it connects. ``notify``: the
     deliverer's, to send at once rather than at its next poll."""
-    when = int(time.time()) if now is None else now
+    return await enqueue_to(
+        outbox_of(store),
+        owner=owner,
+        source=source,
+        source_id=source_id,
+        url=url,
+        secret=secret,
+        event=event,
+        now=int(time.time()) if now is None else now,
+        notify=notify,
+    )
+
+
+async def enqueue_to(
+    outbox: Outbox,
+    *,
+    owner: str,
+    source: Source,
+    source_id: str,
+    url: str,
+    secret: str,
+    event: Mapping[str, Any],
+    now: int,
+    notify: Callable[[], None] | None = None,
+) -> str:
+    """``enqueue`` into a given outbox at a given time (the deliverer's own, on its clock)."""
     delivery = new_delivery(
         owner=owner,
         source=source,
@@ -78,9 +103,9 @@ async def enqueue(
         url=url,
         secret=secret,
         event=event,
-        now=when,
+        now=now,
     )
-    await outbox_of(store).add(delivery)
+    await outbox.add(delivery)
     if notify is not None:
         notify()
     return delivery.id
