@@ -265,14 +265,18 @@ def _from_microdata(root: Any) -> Metadata:
     return found
 
 
-def _from_page(root: Any) -> Metadata:
+def _from_page(root: Any, known: Metadata) -> Metadata:
+    """A ``<time datetime>`` and a byline, each looked for only when ``known`` (what the
+    sources above found) lacks its field: a value found here would lose to it anyway, and
+    the byline search tests every class attribute of the page (the most costly read of
+    the metadata)."""
     found: Metadata = {}
-    for el in root.iter("time"):
+    for el in () if "published" in known else root.iter("time"):
         stamp = el.get("datetime")
         if stamp and iso_date(stamp):
             found["published"] = stamp
             break
-    for el in _capped(_BYLINE(root), _BYLINES_PER_PARENT):
+    for el in () if "author" in known else _capped(_BYLINE(root), _BYLINES_PER_PARENT):
         text = plain(" ".join(el.itertext()), 120)
         text = re.sub(r"^(?:by|von|par|por|door|di)\s+", "", text, flags=re.IGNORECASE)
         if 2 < len(text) <= 80 and len(text.split()) <= 8:
@@ -291,7 +295,7 @@ def read(root: Any, info: PageInfo, *, base_url: str, lang: str | None) -> Metad
         for field, value in _from_microdata(root).items():
             merged.setdefault(field, value)
     if not merged.keys() >= {"author", "published"}:
-        for field, value in _from_page(root).items():
+        for field, value in _from_page(root, merged).items():
             merged.setdefault(field, value)
     if lang:
         merged["lang"] = lang
