@@ -95,7 +95,9 @@ _PARSER_OPTS: dict[str, Any] = {
 
 
 # HTML5 ignores these end tags (later content still goes into the body); libxml2 does not.
-_BODY_END = re.compile(rb"</(?:body|html)\s*>", re.IGNORECASE)
+# Case spelled out rather than re.IGNORECASE (the same ASCII folding on bytes): the literal
+# "</" prefix then lets the regex engine skip ahead in C, half the cost on a large page.
+_BODY_END = re.compile(rb"</(?:[bB][oO][dD][yY]|[hH][tT][mM][lL])\s*>")
 
 # Start tags that end SVG/MathML foreign content in the HTML5 tree builder ("breakout").
 _FOREIGN_BREAKOUT = frozenset(
@@ -310,13 +312,17 @@ def clean(root: Any) -> Attrs:
         elif el not in big_buttons:
             doomed.append(el)
     # One walk reads every element's attributes once (each lxml read costs about a Python
-    # call): the hidden elements come from it, and chrome marks and page features reuse it.
+    # call) and judges them while they are at hand (a second pass over the elements costs a
+    # quarter of the walk): the hidden elements come from it, and chrome marks and page
+    # features reuse the attributes.
     attrs: Attrs = {}
+    hidden: list[Any] = []
     for el in root.iter():
         items = el.items()
         if items:
             attrs[el] = items
-    hidden = [el for el, items in attrs.items() if _hides(items) and el.tag not in _NOT_HIDDEN]
+            if _hides(items) and el.tag not in _NOT_HIDDEN:
+                hidden.append(el)
     for el in doomed:
         # A doomed element inside an already removed one is simply detached with it.
         remove(el)
