@@ -196,7 +196,7 @@ def _chrome(t: PageTree, weights: Weights, discussion: bool) -> list[bool]:
             continue  # a weak word on the element that holds the text: a false alarm
         if kind == WEAK and i in schemes:
             continue  # the page's name for its repeated content blocks
-        if kind != NOT_BOILER and headings and t.in_heading[i] and t.els[i].tag != "header":
+        if kind != NOT_BOILER and headings and t.in_heading[i] and t.tags[i] != "header":
             continue  # section headings are content whatever their class
         if kind in (STRONG, WEAK):
             boiler[i] = True
@@ -209,8 +209,8 @@ def _teasers(t: PageTree, weights: Weights, boiler: list[bool]) -> tuple[set[int
     the text outside chrome (a listing, a listicle of venues)."""
     total, link, parent = t.total, t.link, t.parent
     tops: set[int] = set()
-    for i, el in enumerate(t.els):
-        if el.tag in HEADING_TAGS and total[i] and link[i] >= 0.8 * total[i]:
+    for i, tag in enumerate(t.tags):  # the tags read once: each el.tag builds a new str
+        if tag in HEADING_TAGS and total[i] and link[i] >= 0.8 * total[i]:
             j, top = i, -1
             while parent[j] > 0 and total[parent[j]] <= weights.teaser_max_chars:
                 j = parent[j]
@@ -232,7 +232,7 @@ def _prose_inline(t: PageTree, boiler: list[bool]) -> list[bool]:
     prose = [False] * len(t.els)
     for i in range(1, len(t.els)):
         p = t.parent[i]
-        if p >= 0 and t.in_para[p] and t.own[p] and t.els[i].tag not in BLOCK_TAGS:
+        if p >= 0 and t.in_para[p] and t.own[p] and t.tags[i] not in BLOCK_TAGS:
             prose[i] = True
             boiler[i] = False
     return prose
