@@ -8,6 +8,7 @@ import pytest
 
 from sift.errors import SiftError, UnsupportedContentType
 from sift.render import Rendered, RenderOptions, render
+from sift.render.decode import decode, utf8_of
 
 URL = "https://example.com/"
 
@@ -87,4 +88,26 @@ def test_unclosed_tags_and_stray_markup() -> None:
     body = b"<p>one<p>two<li>three<table><td>four</b></i></div></span><p>five"
     assert (
         r(body, format="text", main_content=False).content == "one\n\ntwo\n\nthree\n\nfour\n\nfive"
+    )
+
+
+def test_the_parser_gets_the_decoded_text_as_utf8_and_valid_utf8_as_is() -> None:
+    """``utf8_of`` (what ``render`` hands the HTML parser) is ``decode`` re-encoded, and a
+    body that is already valid UTF-8 is passed on as the same object (no copy)."""
+    cases = {
+        "ascii": b"<p>plain &amp; simple</p>",
+        "utf-8": "<p>caf\u00e9 \u2014 \ufffd literal</p>".encode(),
+        "broken": b"<meta charset='utf-8'><p>caf\xc3 ok \xff\xfe</p>",
+        "bom": b"\xef\xbb\xbf<p>caf\xc3\xa9</p>",
+        "cp1252": b"<meta charset='windows-1252'><p>caf\xe9 \x93quoted\x94</p>",
+        "cp1252 unlabelled": b"<p>tr\xe8s bien, d\xe9j\xe0 vu</p>",
+    }
+    for name, body in cases.items():
+        for declared in (None, "utf-8", "iso-8859-1"):
+            text, _codec = decode(body, declared)
+            assert utf8_of(body, declared) == text.encode("utf-8", errors="replace"), name
+    for name in ("ascii", "utf-8"):
+        assert utf8_of(cases[name]) is cases[name]
+    assert utf8_of(cases["broken"]) == b"<meta charset='utf-8'><p>caf\xef\xbf\xbd ok " + (
+        b"\xef\xbf\xbd" * 2 + b"</p>"
     )

@@ -87,3 +87,21 @@ def decode(body: bytes, charset: str | None = None) -> tuple[str, str]:
     except (LookupError, UnicodeError):
         text, codec = body.decode("utf-8", errors="replace"), "utf-8"
     return text, codec
+
+
+def utf8_of(body: bytes, charset: str | None = None) -> bytes:
+    """``body`` as UTF-8 bytes: ``decode(body, charset)``'s text, encoded (invalid bytes
+    replaced). Valid UTF-8 without a BOM is its own encoding, returned as is: an ASCII body
+    is not decoded at all (``isascii`` runs in C at memory speed), other UTF-8 is only
+    checked (a page costs its decoding, not also a text copy and a search of it)."""
+    if not body.startswith(codecs.BOM_UTF8) and detect_charset(body, charset) == "utf-8":
+        if body.isascii():
+            return body
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+        else:
+            return body
+    text, _codec = decode(body, charset)
+    return text.encode("utf-8", errors="replace")

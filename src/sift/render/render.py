@@ -17,7 +17,7 @@ from sift.errors import UnsupportedContentType
 from sift.fetch.charset import header_charset
 from sift.render import nonhtml
 from sift.render.cap import cap
-from sift.render.decode import decode
+from sift.render.decode import decode, utf8_of
 from sift.render.html import compile_selector, render_html
 from sift.render.learned import DEFAULT_MODEL
 from sift.render.options import Rendered, RenderOptions
@@ -141,14 +141,13 @@ def render(
         )
     if kind == "text" and looks_binary(body):
         raise UnsupportedContentType(f"the body is labelled {mtype or 'text'} but is binary")
-    text, codec = decode(body, charset or header_charset(content_type))
+    declared = charset or header_charset(content_type)
+    if kind == "html" and options.format != "raw":
+        # The parser reads UTF-8 bytes: valid UTF-8 goes as is, without a decoded copy.
+        return render_html(utf8_of(body, declared), url=url, options=options, model=model)
+    text, _codec = decode(body, declared)
     if options.format == "raw":
         return _wrap(None, text, replace(options, format="text"), [], "raw")
-    if kind == "html":
-        # Valid UTF-8 (nothing replaced) is its own re-encoding: no copy of the page.
-        same = codec == "utf-8" and "\ufffd" not in text
-        utf8 = body if same else text.encode("utf-8", errors="replace")
-        return render_html(utf8, url=url, options=options, model=model)
     if kind == "json":
         content, warnings = nonhtml.render_json(text, options.max_bytes)
         return _wrap(None, content, options, warnings, "json")
