@@ -281,8 +281,10 @@ _TEXT_OF = etree.XPath("string()", smart_strings=False)
 
 
 def chars(el: Any) -> int:
-    """Non-whitespace characters of the text under ``el`` (joined and counted in C)."""
-    t: str = _TEXT_OF(el)
+    """Non-whitespace characters of the text under ``el`` (joined and counted in C). An
+    element without children holds only its own text: read directly, it spares an XPath
+    evaluation (a few microseconds each; most hidden elements are such leaves)."""
+    t: str = (el.text or "") if len(el) == 0 else _TEXT_OF(el)
     return len(t) - t.count(" ") - t.count("\n") - t.count("\t") - t.count("\r")
 
 
