@@ -72,19 +72,6 @@ def test_hidden_wrapper_holding_the_page_is_content() -> None:
         assert text(page) == f"Heading\n\n{PROSE}", attr
 
 
-def test_a_hidden_list_is_never_a_wrapper() -> None:
-    # A product page's raw fields in a hidden <dl>, more text than the visible description:
-    # data kept out of sight, not the page waiting for a script (WCXB dev 0604 showed them).
-    fields = "".join(
-        f"<dt>thumb_{k}:</dt><dd>https://cdn.example/images/{k}_THUMBNAIL_IMAGE.jpg</dd>"
-        for k in range(20)
-    )
-    for tag, inner in (("dl", fields), ("ul", f"<li>{fields}</li>"), ("table", "")):
-        body = inner or f"<tr><td>{fields}</td></tr>"
-        page = f'<html><body><p>{PROSE}</p><{tag} class="hide">{body}</{tag}></body></html>'
-        assert text(page, main_content=False) == PROSE, tag
-
-
 def test_small_hidden_elements_stay_hidden() -> None:
     page = (
         f'<html><body><p>{PROSE}<span class="sr-only">Opens in a new tab</span></p>'

@@ -269,9 +269,6 @@ def _hidden_style(value: str) -> bool:
 # A hidden element holding more than this share of the page's text is a pre-JavaScript wrapper
 # (the page reveals it with a script), not hidden chrome: it is kept.
 HIDDEN_WRAPPER_SHARE = 0.5
-# A hidden list or table is data the page keeps out of sight (a product's raw fields), never
-# a wrapper around the content, however much text it holds.
-_NOT_WRAPPERS = frozenset({"dl", "ul", "ol", "table"})
 # Hidden elements with less text than this are never wrappers (spares counting the page).
 HIDDEN_WRAPPER_MIN_CHARS = 100
 # A button holding more text than this has swallowed content (an unclosed <button>).
@@ -334,7 +331,7 @@ def clean(root: Any) -> Attrs:
         n = chars(el)
         if n > HIDDEN_WRAPPER_MIN_CHARS and total < 0:
             total = chars(root)
-        if total >= 0 and n > HIDDEN_WRAPPER_SHARE * total and el.tag not in _NOT_WRAPPERS:
+        if total >= 0 and n > HIDDEN_WRAPPER_SHARE * total:
             continue  # a pre-JavaScript wrapper around the content
         dropped.update(el.iter())
         removed += n
