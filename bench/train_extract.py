@@ -69,9 +69,7 @@ BLOCK_PARAMS: dict[str, Any] = {
     "learning_rate": 0.1,
     "num_leaves": 15,
     "max_depth": 6,
-    # Leaves of at least 200 blocks: grouped CV by site prefers the coarser trees (fewer
-    # site-specific leaves), and the gates then send fewer pages to the block model.
-    "min_data_in_leaf": 200,
+    "min_data_in_leaf": 40,
     "feature_fraction": 0.9,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
@@ -108,12 +106,7 @@ GAIN_PARAMS: dict[str, Any] = {
     "min_data_in_leaf": 20,
 }
 GAIN_ROUNDS = 100
-CONTEXT_PARAMS: dict[str, Any] = {
-    **BLOCK_PARAMS,
-    "num_leaves": 15,
-    "max_depth": 5,
-    "min_data_in_leaf": 40,
-}
+CONTEXT_PARAMS: dict[str, Any] = {**BLOCK_PARAMS, "num_leaves": 15, "max_depth": 5}
 CONTEXT_ROUNDS = 60
 
 
