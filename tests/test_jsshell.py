@@ -94,6 +94,27 @@ def test_pages_whose_text_is_in_the_html(html: str) -> None:
     assert verdict(html) is None
 
 
+@pytest.mark.parametrize(
+    "drawn",
+    [
+        # An icon's shape with an id, drawn by the browser, not filled by a script.
+        "<svg viewBox='0 0 8 8'><defs><path id='logo-shape' d='M0 0h8v8z'/></defs>"
+        "<use href='#logo-shape'/></svg>",
+        # A template's placeholder: cloned by a script, never shown where it stands.
+        "<template><div id='row-slot'></div></template>",
+        "<canvas id='chart'></canvas>",
+    ],
+)
+def test_what_cleaning_drops_holds_no_mount_point(drawn: str) -> None:
+    """A short page (a sign-in form's heading) with a bundle and no empty element of its
+    own is not a shell: the empty elements inside an <svg>, <template> or <canvas> are not
+    where an app mounts. The same page with a real mount point is one."""
+    page = f"<body><h1>{drawn}Sign in to continue to your account.</h1>{BUNDLE}</body>"
+    assert verdict(page) is None
+    mounted = page.replace("</h1>", "</h1><div id='app'></div>")
+    assert verdict(mounted) == "empty_mount"
+
+
 def test_the_render_says_so_and_keeps_the_reason() -> None:
     html = f"<html><head>{BUNDLE}</head><body><div id='root'></div></body></html>"
     out = render(

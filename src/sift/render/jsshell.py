@@ -12,7 +12,8 @@ render is read in two steps around ``dom.clean`` (``html.prepare``), never parse
 - **hydration data**: inline JSON or state blobs (``type="application/json"`` and the like,
   or code assigning ``window.__X__``/``self.__X``), which a client-side app renders from;
 - **mount points**: an empty element (no text, no child element) in the body that has an
-  ``id`` or is a custom element (a tag with a hyphen) — where an app puts what it builds;
+  ``id`` or is a custom element (a tag with a hyphen) — where an app puts what it builds —
+  outside the elements cleaning drops (an ``<svg>``'s shapes, a ``<template>``'s content);
 - the text of ``<noscript>``.
 
 ``verdict(signals)`` names why the page needs JavaScript (a reason code, listed in
@@ -110,9 +111,12 @@ class Reader:
         self._noscripts: list[Any] = []
         mounts = 0
         body = root.find("body")
+        # What lies inside a dropped element is never a mount point: an <svg>'s empty
+        # <path id> or a <template>'s placeholder is drawn or cloned, not filled by an app.
+        inside = set() if body is None else {e for d in body.iter(*DROP_TAGS) for e in d.iter()}
         for el in () if body is None else body.iter():
             tag = el.tag
-            if not isinstance(tag, str) or tag in DROP_TAGS:
+            if not isinstance(tag, str) or el in inside:
                 continue
             if tag == "noscript":
                 self._noscripts.append(el)

@@ -12,7 +12,7 @@ Format = Literal["markdown", "text", "html", "raw"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 # Bump whenever any render's output can change, so cached renders are not reused.
-RENDER_VERSION = 7
+RENDER_VERSION = 8
 
 Warning = Literal[
     "thin_content",
