@@ -27,7 +27,7 @@ from operator import itemgetter
 
 from sift.render.extract import Selection, is_title_heading
 from sift.render.markdown import BLOCK_TAGS
-from sift.render.pagekind import PAGE_FEATURES
+from sift.render.pagekind import PAGE_FEATURES, sibling_tags
 from sift.render.pagetree import PageTree
 
 _TAG_GROUPS: dict[str, str] = {
@@ -222,10 +222,16 @@ def _share(part: int, whole: int) -> float:
 
 
 def page_blocks(
-    sel: Selection, *, discussion: bool, product: bool, page_row: list[float]
+    sel: Selection,
+    *,
+    discussion: bool,
+    product: bool,
+    page_row: list[float],
+    siblings: Counter[tuple[int, str]] | None = None,
 ) -> Blocks:
     """The page's blocks and their features, from what the rules measured (``sel``) and
-    the page-type features of the page (``page_row``)."""
+    the page-type features of the page (``page_row``); ``siblings``: ``sibling_tags`` of
+    the tree, when the caller has it."""
     t = sel.tree
     assert t is not None
     blk = _block_of(t)
@@ -259,7 +265,7 @@ def page_blocks(
     texts: list[str] = []
     rows: list[list[float]] = []
     up: dict[tuple[int, str], tuple[float, ...]] = {}
-    same_tag = Counter(zip(t.parent, t.tags, strict=True))  # per (parent, tag), in C
+    same_tag = siblings if siblings is not None else sibling_tags(t)  # per (parent, tag)
     before = 0
     for b in ids:
         text = " ".join(parts[b])
