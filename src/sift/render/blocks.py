@@ -27,7 +27,7 @@ from operator import itemgetter
 
 from sift.render.extract import Selection, is_title_heading
 from sift.render.markdown import BLOCK_TAGS
-from sift.render.pagekind import PAGE_FEATURES
+from sift.render.pagekind import PAGE_FEATURES, sibling_tags
 from sift.render.pagetree import PageTree
 
 _TAG_GROUPS: dict[str, str] = {
@@ -155,66 +155,80 @@ class Blocks:
     owner: list[int]  # per element: the block its own text belongs to (itself or an ancestor)
 
 
-def _block_of(t: PageTree) -> list[int]:
-    """Per element: the index of the block its own text belongs to (itself or an ancestor)."""
-    tags, parent = t.tags, t.parent
-    blk = [0] * len(tags)
-    for i in range(1, len(tags)):
-        blk[i] = i if tags[i] in BLOCK_TAGS else blk[parent[i]]
-    return blk
-
-
-def _texts(t: PageTree, blk: list[int]) -> dict[int, list[str]]:
+def _texts(t: PageTree, blk: list[int]) -> tuple[dict[int, list[str]], list[int], list[int]]:
+    """Per block: its text's parts; per element (read at blocks): the visible characters of
+    the block's own text, and those inside links."""
     parts: dict[int, list[str]] = {}
-    els, parent, own = t.els, t.parent, t.own
+    els, parent, own, in_link = t.els, t.parent, t.own, t.in_link
+    bown = [0] * len(els)
+    blink = [0] * len(els)
     # An element without visible characters of its own has neither visible text nor
     # children with visible tails: its text and its children's tails are not read.
     for i, el in enumerate(els):
-        if own[i]:
+        c = own[i]
+        if c:
+            b = blk[i]
+            bown[b] += c
+            if in_link[i]:
+                blink[b] += c
             text = el.text
             if text:
-                parts.setdefault(blk[i], []).append(text)
+                parts.setdefault(b, []).append(text)
         if i and own[parent[i]]:
             tail = el.tail
             if tail and not tail.isspace():
                 parts.setdefault(blk[parent[i]], []).append(tail)
-    return parts
+    return parts, bown, blink
 
 
-def _rules_kept(t: PageTree, sel: Selection) -> tuple[list[bool], list[bool]]:
-    """Per element: inside the rules' container; and kept by the rules' emitter."""
-    n = len(t.els)
-    inside = [False] * n
-    kept = [False] * n
-    top = t.index.get(sel.container, 0)
-    inside[top] = kept[top] = True
-    skip = sel.skip
-    parent = t.parent
-    for i in range(top + 1, n):
-        p = parent[i]
-        if p >= 0 and inside[p]:
-            inside[i] = True
-            kept[i] = kept[p] and not skip(t.els[i])
-    return inside, kept
+@dataclass
+class _Marks:
+    """Per element, from one top-down pass: the block its own text belongs to (itself or an
+    ancestor), region flags (bit per ``_REGION_COLUMNS``), block depth, in chrome, in a
+    teaser card, inside the rules' container, kept by the rules' emitter."""
+
+    blk: list[int]
+    region: list[int]
+    depth: list[int]
+    chrome: list[bool]
+    cards: list[bool]
+    inside: list[bool]
+    kept: list[bool]
 
 
-def _ancestry(t: PageTree, sel: Selection) -> tuple[list[int], list[int], list[bool]]:
-    """Per element: region flags (bit per ``_REGION_COLUMNS``), block depth, in chrome."""
+def _marks(t: PageTree, sel: Selection, top: int) -> _Marks:
+    """``_Marks`` of every element (``top``: the rules' container)."""
     n = len(t.els)
     bits = {col: 1 << k for k, col in enumerate(_REGION_COLUMNS)}
+    blk = [0] * n
     region = [0] * n
     depth = [0] * n
     chrome = sel.boiler[:] if sel.boiler else [False] * n
-    tags, parent = t.tags, t.parent
+    group = sel.cards
+    cards = [False] * n
+    cards[0] = 0 in group
+    inside = [False] * n
+    kept = [False] * n
+    inside[top] = kept[top] = True
+    skip, els, tags, parent = sel.skip, t.els, t.tags, t.parent
     for i in range(1, n):
         p = parent[i]
         tag = tags[i]
+        if tag in BLOCK_TAGS:
+            blk[i] = i
+            depth[i] = depth[p] + 1
+        else:
+            blk[i] = blk[p]
+            depth[i] = depth[p]
         flag = _REGION_TAGS.get(tag)
         region[i] = region[p] | (bits[flag] if flag else 0)
-        depth[i] = depth[p] + (1 if tag in BLOCK_TAGS else 0)
         if chrome[p]:
             chrome[i] = True
-    return region, depth, chrome
+        cards[i] = i in group or (p >= 0 and cards[p])
+        if p >= 0 and inside[p]:  # only below the container (it precedes its subtree)
+            inside[i] = True
+            kept[i] = kept[p] and not skip(els[i])
+    return _Marks(blk, region, depth, chrome, cards, inside, kept)
 
 
 def _share(part: int, whole: int) -> float:
@@ -222,29 +236,23 @@ def _share(part: int, whole: int) -> float:
 
 
 def page_blocks(
-    sel: Selection, *, discussion: bool, product: bool, page_row: list[float]
+    sel: Selection,
+    *,
+    discussion: bool,
+    product: bool,
+    page_row: list[float],
+    siblings: Counter[tuple[int, str]] | None = None,
 ) -> Blocks:
     """The page's blocks and their features, from what the rules measured (``sel``) and
-    the page-type features of the page (``page_row``)."""
+    the page-type features of the page (``page_row``); ``siblings``: ``sibling_tags`` of
+    the tree, when the caller has it."""
     t = sel.tree
     assert t is not None
-    blk = _block_of(t)
-    parts = _texts(t, blk)
-    ids = sorted(parts)
-    bown: dict[int, int] = dict.fromkeys(ids, 0)
-    blink: dict[int, int] = dict.fromkeys(ids, 0)
-    for i, c in enumerate(t.own):
-        if c:
-            b = blk[i]
-            if b in bown:
-                bown[b] += c
-                if t.in_link[i]:
-                    blink[b] += c
-    ids = [b for b in ids if bown[b]]
-    inside, kept = _rules_kept(t, sel)
     top = t.index.get(sel.container, 0)
-    region, depth, chrome = _ancestry(t, sel)
-    cards = _spread(sel.cards, t.parent)
+    m = _marks(t, sel, top)
+    blk, inside, kept, chrome, cards = m.blk, m.inside, m.kept, m.chrome, m.cards
+    parts, bown, blink = _texts(t, blk)
+    ids = [b for b in sorted(parts) if bown[b]]
     total0 = t.total[0] or 1
     page = [
         math.log1p(t.total[0]),
@@ -259,13 +267,13 @@ def page_blocks(
     texts: list[str] = []
     rows: list[list[float]] = []
     up: dict[tuple[int, str], tuple[float, ...]] = {}
-    same_tag = Counter(zip(t.parent, t.tags, strict=True))  # per (parent, tag), in C
+    same_tag = siblings if siblings is not None else sibling_tags(t)  # per (parent, tag)
     before = 0
     for b in ids:
         text = " ".join(parts[b])
         texts.append(text)
-        row = _own_features(text, bown[b], blink[b], before / total0, depth[b], t.tags[b])
-        row.extend(_context(t, b, region[b], sel.title_key, up, same_tag))
+        row = _own_features(text, bown[b], blink[b], before / total0, m.depth[b], t.tags[b])
+        row.extend(_context(t, b, m.region[b], sel.title_key, up, same_tag))
         row.extend(
             (
                 float(inside[b]),
@@ -281,14 +289,6 @@ def page_blocks(
         before += bown[b]
     _add_neighbours(rows, page)
     return Blocks(t, ids, texts, rows, blk)
-
-
-def _spread(group: set[int], parent: list[int]) -> list[bool]:
-    out = [False] * len(parent)
-    for i in range(len(parent)):
-        p = parent[i]
-        out[i] = i in group or (p >= 0 and out[p])
-    return out
 
 
 def _own_features(
@@ -382,15 +382,20 @@ def context_rows(rows: list[list[float]], probs: list[float]) -> list[list[float
     prefix = [0.0]
     for p in probs:
         prefix.append(prefix[-1] + p)
-    out = []
+    # Each window's mean of the other blocks' probabilities, per block (a list per width).
+    windows = []
+    for k in (2, 5, 15):
+        ends = [(max(0, i - k), min(n, i + k + 1)) for i in range(n)]
+        windows.append(
+            [
+                (prefix[b] - prefix[a] - p) / max(1, b - a - 1)
+                for (a, b), p in zip(ends, probs, strict=True)
+            ]
+        )
+    prev = [0.0, *probs[:-1]]
+    after = [*probs[1:], 0.0]
     pick = itemgetter(*_CONTEXT_COLUMNS)
-    for i, p in enumerate(probs):
-        row = [p, probs[i - 1] if i else 0.0, probs[i + 1] if i + 1 < n else 0.0]
-        for k in (2, 5, 15):
-            a, b = max(0, i - k), min(n, i + k + 1)
-            row.append((prefix[b] - prefix[a] - p) / max(1, b - a - 1))
-        row.append(mean)
-        row.append(kept_share)
-        row.extend(pick(rows[i]))
-        out.append(row)
-    return out
+    return [
+        [p, pr, nx, w2, w5, w15, mean, kept_share, *pick(row)]
+        for p, pr, nx, w2, w5, w15, row in zip(probs, prev, after, *windows, rows, strict=True)
+    ]

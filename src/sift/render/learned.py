@@ -33,6 +33,7 @@ from sift.render.pagekind import (
     model_helps,
     page_features,
     quick_features,
+    sibling_tags,
     surely_article,
 )
 from sift.render.pagetree import common_ancestor
@@ -98,7 +99,8 @@ def choose(
     few = quick[_LOG_CHARS] < _FEW_CHARS  # too little text to say what kind of page it is
     if surely_article(model, quick):
         return sel, "other" if few else "article"
-    row = page_features(body, info, sel, url, meta, quick)
+    siblings = sibling_tags(sel.tree)  # read by the page and the block features
+    row = page_features(body, info, sel, url, meta, quick, siblings)
     kind, rules_alone = classify(model, row)
     if few:
         kind = "other"
@@ -109,7 +111,9 @@ def choose(
         return sel, kind
     if not model_helps(model, row):
         return sel, kind
-    blocks = page_blocks(sel, discussion=info.discussion, product=info.product, page_row=row)
+    blocks = page_blocks(
+        sel, discussion=info.discussion, product=info.product, page_row=row, siblings=siblings
+    )
     probs = ens.probability_of_each(blocks.rows)
     context = model.ensembles.get("context")
     if context is not None:

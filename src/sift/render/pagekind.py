@@ -24,7 +24,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from functools import lru_cache
+from itertools import compress, repeat
+from operator import eq
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -282,18 +285,16 @@ def page_features(
     url: str = "",
     meta: dict[str, Any] | None = None,
     quick: list[float] | None = None,
+    siblings: Counter[tuple[int, str]] | None = None,
 ) -> list[float]:
     """One row of ``PAGE_FEATURES``: ``quick`` (``quick_features`` of the same page, computed
-    here when not given), then class words, text shares, structure and speech."""
+    here when not given), then class words, text shares, structure and speech.
+    ``siblings``: ``sibling_tags`` of the tree, when the caller has it."""
     t = sel.tree
     assert t is not None
     row = quick[:] if quick is not None else quick_features(info, sel, url, meta)
     counts = {tag: t.tags.count(tag) for tag in ("h2", "h3", "h4", "p")}  # in C
-    text_in = {"li": 0, "td": 0, "pre": 0}
-    own = t.own
-    for i, tag in enumerate(t.tags):
-        if tag in text_in:
-            text_in[tag] += own[i]
+    text_in = {tag: sum(compress(t.own, _is_tag(t.tags, tag))) for tag in ("li", "td", "pre")}
     # Class words: the letter runs of the class attributes that start with a group's stems
     # (values counted in C; each distinct value judged once per process).
     words = [0] * len(_CLASS_WORDS)
@@ -305,9 +306,19 @@ def page_features(
     row += [text_in["li"] / total, text_in["td"] / total, text_in["pre"] / total]
     plain: str = _PLAIN(body) if t.total[0] < 2_000_000 else ""
     row.append(math.log1p(_currency(plain)))
-    row += _structure(t, counts, sel, plain)
+    row += _structure(t, counts, sel, plain, siblings)
     row += _speech(plain[:_TEXT_SAMPLE_CHARS])
     return row
+
+
+def _is_tag(tags: list[Any], tag: str) -> Iterator[bool]:
+    """Per element: its tag is ``tag`` (compared in C; a comment's tag is no string)."""
+    return map(eq, tags, repeat(tag))
+
+
+def sibling_tags(t: Any) -> Counter[tuple[int, str]]:
+    """How many children of each parent have each tag, per (parent, tag) (counted in C)."""
+    return Counter(zip(t.parent, t.tags, strict=True))
 
 
 def _speech(sample: str) -> list[float]:
@@ -347,15 +358,21 @@ def _path_features(url: str) -> list[float]:
     ]
 
 
-def _structure(t: Any, counts: dict[str, int], sel: Selection, plain: str) -> list[float]:
+def _structure(
+    t: Any,
+    counts: dict[str, int],
+    sel: Selection,
+    plain: str,
+    siblings: Counter[tuple[int, str]] | None = None,
+) -> list[float]:
     """Repeated sibling structures (cards, rows, posts: children of one parent with the same
     tag), paragraph lengths, heading density, the rules' container's link share, and how
     the text reads (sentences, digits)."""
     tags, total = t.tags, t.total
-    same = Counter(zip(t.parent, tags, strict=True))  # counted in C
+    same = siblings if siblings is not None else sibling_tags(t)
     runs = sum(1 for n in same.values() if n >= 4)
     top = max(same.values(), default=0)
-    p_sizes = [total[i] for i, tag in enumerate(tags) if tag == "p"]
+    p_sizes = list(compress(total, _is_tag(tags, "p")))
     long_p = sum(n for n in p_sizes if n >= 150)
     whole = t.total[0] or 1
     box = t.index.get(sel.container, 0)
@@ -387,7 +404,7 @@ def _letter_runs(text: str) -> list[bytes]:
 def _class_values(body: Any, t: Any) -> Counter[str]:
     """The page's class values and how often each is used (the tree's, read once by
     ``PageTree``, and the root's above ``body``)."""
-    values = Counter(v for items in t.items for name, v in items if name == "class")
+    values = Counter([v for items in t.items if items for name, v in items if name == "class"])
     above = body.getparent()
     while above is not None:  # <html>'s class (a page type, like <body>'s)
         cls = above.get("class")

@@ -90,37 +90,32 @@ def page_info(root: Any) -> PageInfo:
     """Types the page declares (JSON-LD, microdata, OpenGraph) and its JSON-LD objects."""
     objects: list[dict[str, Any]] = []
     scripts = 0
-    for el in root.iter("script"):
-        if (el.get("type") or "").strip().lower() != "application/ld+json":
-            continue
-        scripts += 1
-        if scripts > MAX_JSONLD_SCRIPTS:
-            break
-        text = el.text or ""
-        if not text.strip() or len(text) > MAX_JSONLD_BYTES:
-            continue
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):
-            continue
-        _walk(data, objects)
+    og_types: list[str] = []
+    description = ""
+    controls = {"form": 0, "input": 0, "button": 0}
+    # One walk of the tree for every tag read here (scripts, metas, controls).
+    for el in root.iter(_INFO_TAGS):
+        tag = el.tag
+        if tag == "script":
+            if scripts <= MAX_JSONLD_SCRIPTS and _is_jsonld(el):
+                scripts += 1
+                if scripts <= MAX_JSONLD_SCRIPTS:
+                    _read_jsonld(el.text or "", objects)
+        elif tag == "meta":
+            prop = el.get("property") or el.get("name") or ""
+            if prop == "og:type":
+                og_types.append(_short(el.get("content") or ""))
+            elif prop in _DESCRIPTIONS and not description:
+                description = " ".join((el.get("content") or "").split())
+        else:
+            controls["input" if tag in ("select", "textarea") else tag] += 1
     types: set[str] = set()
     for obj in objects:
         types |= _types_of(obj)
-    description = ""
-    for el in root.iter("meta"):
-        prop = el.get("property") or el.get("name") or ""
-        if prop == "og:type":
-            types.add(_short(el.get("content") or ""))
-        elif prop in ("og:description", "description", "twitter:description") and not description:
-            description = " ".join((el.get("content") or "").split())
+    types.update(og_types)  # in the order the separate walks added them
     for itemtype in _ITEMTYPES(root):
         types.update(_short(t) for t in str(itemtype).split())
     types.discard("")
-    controls = {"form": 0, "input": 0, "button": 0}
-    for el in root.iter("form", "input", "select", "textarea", "button"):
-        tag = el.tag
-        controls["input" if tag in ("select", "textarea") else tag] += 1
     return PageInfo(
         frozenset(types),
         objects,
@@ -129,6 +124,25 @@ def page_info(root: Any) -> PageInfo:
         controls["input"],
         controls["button"],
     )
+
+
+_INFO_TAGS = ("script", "meta", "form", "input", "select", "textarea", "button")
+_DESCRIPTIONS = ("og:description", "description", "twitter:description")
+
+
+def _is_jsonld(el: Any) -> bool:
+    return (el.get("type") or "").strip().lower() == "application/ld+json"
+
+
+def _read_jsonld(text: str, objects: list[dict[str, Any]]) -> None:
+    """The ``@type`` objects of one JSON-LD script (within the size bound) into ``objects``."""
+    if not text.strip() or len(text) > MAX_JSONLD_BYTES:
+        return
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return
+    _walk(data, objects)
 
 
 def _text(value: Any) -> str:
