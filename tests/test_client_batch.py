@@ -34,6 +34,23 @@ PAGES = {
     "</article></body></html>"
     for i in range(4)
 }
+_PARA = (
+    "The harbour council met on Tuesday evening and agreed the new budget for the coming "
+    "year, after a long debate about the cost of dredging the northern channel. "
+)
+# A news article that declares its metadata (JSON-LD, OpenGraph, a relative canonical link).
+PAGES["/news"] = (
+    "<html lang='en'><head><title>Harbour budget agreed | Example News</title>"
+    "<link rel='canonical' href='/news/harbour-budget'>"
+    "<meta property='og:site_name' content='Example News'>"
+    '<script type="application/ld+json">{"@context": "https://schema.org", "@type": '
+    '"NewsArticle", "headline": "Harbour budget agreed", "author": {"@type": "Person", '
+    '"name": "Ada Lovelace"}, "datePublished": "2026-11-02T09:30:00Z", "description": '
+    '"The council agreed the harbour budget."}</script></head><body><nav><a href="/">Home</a>'
+    "</nav><article><h1>Harbour budget agreed</h1>"
+    + f"<p>{_PARA * 2}</p>" * 6
+    + "</article><footer>Example News</footer></body></html>"
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +102,31 @@ def test_submit_wait_results(served: Served, upstream: SyncUpstream) -> None:
         ndjson = b"".join(job.results_ndjson()).decode().splitlines()
         assert [json.loads(line)["idx"] for line in ndjson] == [0, 1, 2, 3, 4]
     assert upstream.hits["/p0"] == 1
+
+
+def test_results_carry_page_type_and_metadata(served: Served, upstream: SyncUpstream) -> None:
+    """A batch result is the whole envelope: the page's type and its metadata reach the
+    client's ``Envelope`` as the single fetch gives them (dates in ISO 8601, the relative
+    canonical link made absolute against the page's URL)."""
+    url = f"{upstream.base_url}/news"
+    with Client(served.base_url, served.fleet_key) as client:
+        job = client.submit([url], idempotency_key="client-meta", options={"format": "text"})
+        assert job.wait(poll_s=0.05).status == "done"
+        [item] = list(job.results())
+        single = client.fetch(url, format="text")
+    assert item.result is not None
+    assert (item.result.page_type, item.result.metadata) == (
+        "article",
+        {
+            "description": "The council agreed the harbour budget.",
+            "author": "Ada Lovelace",
+            "published": "2026-11-02T09:30:00+00:00",
+            "site_name": "Example News",
+            "canonical_url": f"{upstream.base_url}/news/harbour-budget",
+            "lang": "en",
+        },
+    )
+    assert (single.page_type, single.metadata) == (item.result.page_type, item.result.metadata)
 
 
 def test_target_errors_are_rebuilt_exceptions(

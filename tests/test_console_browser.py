@@ -41,7 +41,9 @@ XSS = (
 )
 PAGES = {
     "/article": (
-        "<html><head><title>An article</title></head><body><article><h1>Hello</h1>"
+        "<html lang='en'><head><title>An article</title><meta name='author' content='Ada "
+        "Lovelace'><meta name='description' content='A long page to read in parts.'></head>"
+        "<body><article><h1>Hello</h1>"
         f"<p>Some <b>bold</b> text.</p>{LONG}</article></body></html>",
         "text/html; charset=utf-8",
     ),
@@ -135,6 +137,20 @@ def test_sign_in_try_a_url_and_read_on(
     env = first.json()
     assert env["cache"] == "hit" and env["truncated"] is True
     assert field_text(page, "#try-result", "Digest") == env["digest"]
+    # The page's type and metadata, as the API gives them.
+    assert env["metadata"] == {
+        "description": "A long page to read in parts.",
+        "author": "Ada Lovelace",
+        "lang": "en",
+    }
+    assert field_text(page, "#try-result", "Page type") == env["page_type"] == "article"
+    shown = page.locator("#try-result dl.metadata")
+    assert shown.locator("dt").all_inner_texts() == ["description", "author", "lang"]
+    assert shown.locator("dd").all_inner_texts() == [
+        "A long page to read in parts.",
+        "Ada Lovelace",
+        "en",
+    ]
     assert page.locator("#try-raw").text_content() == env["content"]
     assert page.locator("#try-rendered h1").inner_text() == "Hello"
     body = {"url": url, "max_bytes": 1500, "offset": env["next_offset"], "digest": env["digest"]}
