@@ -40,7 +40,7 @@ from sift.principal import Principal
 from sift.store.webhooks import Attempt, Delivery, DeliveryState, Outbox, Source
 from sift.webhooks import signing
 from sift.webhooks.jobs import fire_ended_jobs
-from sift.webhooks.outbox import enqueue_to
+from sift.webhooks.outbox import enqueue_to, new_delivery
 
 log = logging.getLogger("sift.webhooks")
 
@@ -140,9 +140,8 @@ class Deliverer:
         secret: str,
         event: Mapping[str, Any],
     ) -> str:
-        """``outbox.enqueue`` into this deliverer's outbox, sent at once."""
-        return await enqueue_to(
-            self.outbox,
+        """``outbox.enqueue`` into this deliverer's outbox, on its clock, sent at once."""
+        delivery = new_delivery(
             owner=owner,
             source=source,
             source_id=source_id,
@@ -150,8 +149,8 @@ class Deliverer:
             secret=secret,
             event=event,
             now=int(self._clock()),
-            notify=self.notify,
         )
+        return await enqueue_to(self.outbox, delivery, self.notify)
 
     @property
     def in_flight(self) -> int:

@@ -70,32 +70,6 @@ async def enqueue(
     attempt). ``url`` was checked against the owner's policy when it was given (a watch's or
     a job's creation); every attempt is checked again when it connects. ``notify``: the
     deliverer's, to send at once rather than at its next poll."""
-    return await enqueue_to(
-        outbox_of(store),
-        owner=owner,
-        source=source,
-        source_id=source_id,
-        url=url,
-        secret=secret,
-        event=event,
-        now=int(time.time()) if now is None else now,
-        notify=notify,
-    )
-
-
-async def enqueue_to(
-    outbox: Outbox,
-    *,
-    owner: str,
-    source: Source,
-    source_id: str,
-    url: str,
-    secret: str,
-    event: Mapping[str, Any],
-    now: int,
-    notify: Callable[[], None] | None = None,
-) -> str:
-    """``enqueue`` into a given outbox at a given time (the deliverer's own, on its clock)."""
     delivery = new_delivery(
         owner=owner,
         source=source,
@@ -103,8 +77,15 @@ async def enqueue_to(
         url=url,
         secret=secret,
         event=event,
-        now=now,
+        now=int(time.time()) if now is None else now,
     )
+    return await enqueue_to(outbox_of(store), delivery, notify)
+
+
+async def enqueue_to(
+    outbox: Outbox, delivery: NewDelivery, notify: Callable[[], None] | None = None
+) -> str:
+    """Store ``delivery`` (``new_delivery``'s) in ``outbox``, then ``notify``; its id."""
     await outbox.add(delivery)
     if notify is not None:
         notify()
