@@ -113,6 +113,20 @@ def event_row(r: Any) -> WatchEvent:
     )
 
 
+def event_values(e: WatchEvent) -> tuple[Any, ...]:
+    """``e`` in ``EVENT_COLS`` order (``event_row``'s inverse)."""
+    return (
+        e.watch_id,
+        e.seq,
+        e.checked_at,
+        e.outcome,
+        e.http_status,
+        e.change,
+        e.error,
+        e.hint,
+    )
+
+
 def watch_values(w: Watch) -> tuple[Any, ...]:
     return (
         w.id,

@@ -23,6 +23,7 @@ from sift.store.watches import (
     WatchEvent,
     event_row,
     event_summary,
+    event_values,
     too_many_watches,
     watch_not_found,
     watch_row,
@@ -170,16 +171,7 @@ async def _record_check_in(cur: Cursor, event: WatchEvent, token: int, keep: int
     event.seq = (int(row[0]) if row else 0) + 1
     await cur.execute(
         f"INSERT INTO watch_event ({EVENT_COLS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            event.watch_id,
-            event.seq,
-            event.checked_at,
-            event.outcome,
-            event.http_status,
-            event.change,
-            event.error,
-            event.hint,
-        ),
+        event_values(event),
     )
     await cur.execute(
         "DELETE FROM watch_event WHERE watch_id = %s AND seq <= %s",

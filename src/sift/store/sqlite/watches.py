@@ -18,6 +18,7 @@ from sift.store.watches import (
     WatchEvent,
     event_row,
     event_summary,
+    event_values,
     too_many_watches,
     watch_not_found,
     watch_row,
@@ -129,16 +130,7 @@ class WatchTablesMixin(SqliteHost):
             event.seq = int(last) + 1
             conn.execute(
                 f"INSERT INTO watch_event ({EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    event.watch_id,
-                    event.seq,
-                    event.checked_at,
-                    event.outcome,
-                    event.http_status,
-                    event.change,
-                    event.error,
-                    event.hint,
-                ),
+                event_values(event),
             )
             conn.execute(
                 "DELETE FROM watch_event WHERE watch_id = ? AND seq <= ?",
